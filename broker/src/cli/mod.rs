@@ -1,0 +1,29 @@
+//! The `strom` command line.
+//!
+//! - [`serve`]: `strom serve` runs one broker (flags > `STROM_*` environment > `--config` file).
+//! - [`dev`]: `strom dev` runs a local cluster of `strom serve` child processes for development.
+//! - [`signals`]: waiting for Ctrl-C / SIGTERM.
+//! - [`logging`]: tracing output, text or JSON.
+
+pub mod dev;
+pub mod logging;
+pub mod serve;
+pub mod signals;
+
+use clap::{Parser, Subcommand};
+
+/// Strom: a Kafka-compatible event-streaming broker.
+#[derive(Debug, Parser)]
+#[command(name = "strom", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one broker.
+    Serve(Box<serve::ServeArgs>),
+    /// Run a local cluster for development and demos (no Kubernetes needed).
+    Dev(dev::DevArgs),
+}

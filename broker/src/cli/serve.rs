@@ -1,0 +1,146 @@
+//! `strom serve`: one broker. Every flag also reads `STROM_<NAME>` from the environment;
+//! `--config FILE` (TOML, keys as in `BrokerConfig`) gives the lowest-priority values.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::config::{BrokerConfig, ConfigFileError};
+
+/// Flags of `strom serve`; unset ones fall back to the config file, then to defaults.
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// TOML config file (keys as the flags, with underscores).
+    #[arg(long, env = "STROM_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// This broker's id (node.id).
+    #[arg(long, env = "STROM_NODE_ID")]
+    pub node_id: Option<i32>,
+    /// Directory for partition logs and metadata (log.dirs).
+    #[arg(long, env = "STROM_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the Kafka listener, e.g. 0.0.0.0:9092.
+    #[arg(long, env = "STROM_KAFKA_LISTEN")]
+    pub kafka_listen: Option<String>,
+    /// host:port clients are told to connect to (advertised.listeners).
+    #[arg(long, env = "STROM_ADVERTISED_KAFKA")]
+    pub advertised_kafka: Option<String>,
+    /// Address of the HTTP endpoint (/metrics, /healthz, /readyz).
+    #[arg(long, env = "STROM_HTTP_LISTEN")]
+    pub http_listen: Option<String>,
+    /// broker.rack.
+    #[arg(long, env = "STROM_RACK")]
+    pub rack: Option<String>,
+    /// num.partitions for auto-created topics.
+    #[arg(long, env = "STROM_NUM_PARTITIONS")]
+    pub num_partitions: Option<i32>,
+    /// default.replication.factor.
+    #[arg(long, env = "STROM_DEFAULT_REPLICATION_FACTOR")]
+    pub default_replication_factor: Option<i16>,
+    /// auto.create.topics.enable (true|false).
+    #[arg(long, env = "STROM_AUTO_CREATE_TOPICS_ENABLE")]
+    pub auto_create_topics_enable: Option<bool>,
+    /// log.segment.bytes.
+    #[arg(long, env = "STROM_LOG_SEGMENT_BYTES")]
+    pub log_segment_bytes: Option<u64>,
+    /// log.roll.ms.
+    #[arg(long, env = "STROM_LOG_ROLL_MS")]
+    pub log_roll_ms: Option<i64>,
+    /// log.retention.ms (-1 = forever).
+    #[arg(long, env = "STROM_LOG_RETENTION_MS", allow_negative_numbers = true)]
+    pub log_retention_ms: Option<i64>,
+    /// log.retention.bytes (-1 = no limit).
+    #[arg(long, env = "STROM_LOG_RETENTION_BYTES", allow_negative_numbers = true)]
+    pub log_retention_bytes: Option<i64>,
+    /// log.retention.check.interval.ms.
+    #[arg(long, env = "STROM_LOG_RETENTION_CHECK_INTERVAL_MS")]
+    pub log_retention_check_interval_ms: Option<u64>,
+    /// log.flush.interval.messages.
+    #[arg(long, env = "STROM_LOG_FLUSH_INTERVAL_MESSAGES")]
+    pub log_flush_interval_messages: Option<i64>,
+    /// log.flush.interval.ms.
+    #[arg(long, env = "STROM_LOG_FLUSH_INTERVAL_MS")]
+    pub log_flush_interval_ms: Option<i64>,
+    /// fsync before acknowledging acks=all produces (true|false).
+    #[arg(long, env = "STROM_FLUSH_ON_ACKS_ALL")]
+    pub flush_on_acks_all: Option<bool>,
+    /// min.insync.replicas default of topics.
+    #[arg(long, env = "STROM_MIN_INSYNC_REPLICAS")]
+    pub min_insync_replicas: Option<i32>,
+    /// message.max.bytes default of topics.
+    #[arg(long, env = "STROM_MESSAGE_MAX_BYTES")]
+    pub message_max_bytes: Option<i32>,
+    /// log.message.timestamp.type (CreateTime|LogAppendTime).
+    #[arg(long, env = "STROM_LOG_MESSAGE_TIMESTAMP_TYPE")]
+    pub log_message_timestamp_type: Option<String>,
+    /// socket.request.max.bytes.
+    #[arg(long, env = "STROM_SOCKET_REQUEST_MAX_BYTES")]
+    pub socket_request_max_bytes: Option<u32>,
+    /// queued.max.request.bytes.
+    #[arg(long, env = "STROM_QUEUED_MAX_REQUEST_BYTES")]
+    pub queued_max_request_bytes: Option<u64>,
+    /// max.connections.
+    #[arg(long, env = "STROM_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Log output: text or json.
+    #[arg(long, env = "STROM_LOG_FORMAT")]
+    pub log_format: Option<String>,
+}
+
+impl ServeArgs {
+    /// The effective configuration: file (if any), then every flag or variable that is set.
+    pub fn into_config(self) -> Result<BrokerConfig, ConfigFileError> {
+        let mut c = match &self.config {
+            Some(path) => BrokerConfig::from_toml_file(path)?,
+            None => BrokerConfig::default(),
+        };
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { c.$field = v; } )* };
+        }
+        set!(
+            node_id, data_dir, kafka_listen, http_listen, num_partitions, default_replication_factor,
+            auto_create_topics_enable, log_segment_bytes, log_roll_ms, log_retention_ms, log_retention_bytes,
+            log_retention_check_interval_ms, log_flush_interval_messages, log_flush_interval_ms, flush_on_acks_all,
+            min_insync_replicas, message_max_bytes, log_message_timestamp_type, socket_request_max_bytes,
+            queued_max_request_bytes, max_connections, log_format
+        );
+        if self.advertised_kafka.is_some() {
+            c.advertised_kafka = self.advertised_kafka;
+        }
+        if self.rack.is_some() {
+            c.rack = self.rack;
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn flags_win_over_the_config_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("strom.toml");
+        std::fs::write(&file, "node_id = 4\nnum_partitions = 6\nlog_retention_ms = -1\n").expect("write");
+        let w = Wrapper::try_parse_from(["x", "--config", file.to_str().expect("utf8"), "--num-partitions", "3"]).expect("parse");
+        let c = w.args.into_config().expect("config");
+        assert_eq!((c.node_id, c.num_partitions, c.log_retention_ms), (4, 3, -1));
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_config_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("strom.toml");
+        std::fs::write(&file, "num_partitionz = 6\n").expect("write");
+        let w = Wrapper::try_parse_from(["x", "--config", file.to_str().expect("utf8")]).expect("parse");
+        assert!(w.args.into_config().is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! The broker's configuration: one struct, Kafka's key names where Kafka has one, defaults
+//! documented beside each field. Sources, lowest priority first: built-in defaults, a TOML file
+//! (`--config`), `STROM_*` environment variables, command-line flags (see [`crate::cli::serve`]).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::log::LogConfig;
+
+/// Everything one broker needs to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// `node.id`: this broker's id, unique in the cluster. Default 0.
+    pub node_id: i32,
+    /// `log.dirs`: where partition logs and metadata live. Default `./strom-data`.
+    pub data_dir: PathBuf,
+    /// Address the Kafka listener binds. Default `0.0.0.0:9092`.
+    pub kafka_listen: String,
+    /// `advertised.listeners`: host:port clients are told to connect to. Default: the bound
+    /// Kafka address, with an unspecified IP replaced by 127.0.0.1.
+    pub advertised_kafka: Option<String>,
+    /// Address of the HTTP endpoint (`/metrics`, `/healthz`, `/readyz`). Default `0.0.0.0:9094`.
+    pub http_listen: String,
+    /// `broker.rack`. Default none.
+    pub rack: Option<String>,
+    /// `num.partitions`: partitions of auto-created topics and of CreateTopics with -1. Default 1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`. Default 1.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`. Default true.
+    pub auto_create_topics_enable: bool,
+    /// `log.segment.bytes`: default `segment.bytes` of topics. Default 1 GiB.
+    pub log_segment_bytes: u64,
+    /// `log.roll.ms`: default `segment.ms`. Default 7 days.
+    pub log_roll_ms: i64,
+    /// `log.retention.ms`: default `retention.ms`; -1 keeps forever. Default 7 days.
+    pub log_retention_ms: i64,
+    /// `log.retention.bytes`: default `retention.bytes`; -1 means no size limit. Default -1.
+    pub log_retention_bytes: i64,
+    /// `log.retention.check.interval.ms`: how often retention runs. Default 5 minutes.
+    pub log_retention_check_interval_ms: u64,
+    /// `log.index.interval.bytes`: default `index.interval.bytes`. Default 4096.
+    pub log_index_interval_bytes: u64,
+    /// `log.index.size.max.bytes`: default `segment.index.bytes`. Default 10 MiB.
+    pub log_index_size_max_bytes: u64,
+    /// `log.flush.interval.messages`: default `flush.messages`. Default never (i64::MAX).
+    pub log_flush_interval_messages: i64,
+    /// `log.flush.interval.ms`: default `flush.ms`. Default never (i64::MAX).
+    pub log_flush_interval_ms: i64,
+    /// Strom's durability switch: fsync the partition before acknowledging an acks=all produce
+    /// (docs/durability.md says what each mode survives). Default false, as Kafka.
+    pub flush_on_acks_all: bool,
+    /// `min.insync.replicas`: default of topics. Default 1.
+    pub min_insync_replicas: i32,
+    /// `message.max.bytes`: default `max.message.bytes` of topics. Default 1048588.
+    pub message_max_bytes: i32,
+    /// `log.message.timestamp.type`: CreateTime or LogAppendTime. Default CreateTime.
+    pub log_message_timestamp_type: String,
+    /// `socket.request.max.bytes`: a request frame larger than this is refused before it is
+    /// read. Default 100 MiB.
+    pub socket_request_max_bytes: u32,
+    /// `queued.max.request.bytes`: budget of request bytes buffered at once across all
+    /// connections; a connection waits for budget before reading a frame. Default 512 MiB.
+    pub queued_max_request_bytes: u64,
+    /// `max.connections`. Default 10000.
+    pub max_connections: usize,
+    /// Log output: `text` or `json`. Default text.
+    pub log_format: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let log = LogConfig::default();
+        BrokerConfig {
+            node_id: 0,
+            data_dir: PathBuf::from("./strom-data"),
+            kafka_listen: "0.0.0.0:9092".to_string(),
+            advertised_kafka: None,
+            http_listen: "0.0.0.0:9094".to_string(),
+            rack: None,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            auto_create_topics_enable: true,
+            log_segment_bytes: log.segment_bytes,
+            log_roll_ms: log.segment_ms,
+            log_retention_ms: log.retention_ms,
+            log_retention_bytes: log.retention_bytes,
+            log_retention_check_interval_ms: 300_000,
+            log_index_interval_bytes: log.index_interval_bytes,
+            log_index_size_max_bytes: log.segment_index_bytes,
+            log_flush_interval_messages: log.flush_messages,
+            log_flush_interval_ms: log.flush_ms,
+            flush_on_acks_all: false,
+            min_insync_replicas: 1,
+            message_max_bytes: 1_048_588,
+            log_message_timestamp_type: "CreateTime".to_string(),
+            socket_request_max_bytes: 100 * 1024 * 1024,
+            queued_max_request_bytes: 512 * 1024 * 1024,
+            max_connections: 10_000,
+            log_format: "text".to_string(),
+        }
+    }
+}
+
+/// A configuration value that cannot work, named by its key.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration {key}: {reason}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+impl BrokerConfig {
+    /// Checks the values together; the server refuses to start on the first error.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |key, reason: &str| Err(ConfigError { key, reason: reason.to_string() });
+        if self.node_id < 0 {
+            return fail("node_id", "must be >= 0");
+        }
+        if self.num_partitions < 1 {
+            return fail("num_partitions", "must be >= 1");
+        }
+        if self.default_replication_factor < 1 {
+            return fail("default_replication_factor", "must be >= 1");
+        }
+        if self.log_segment_bytes < 14 || self.log_segment_bytes > i32::MAX as u64 {
+            return fail("log_segment_bytes", "must be between 14 and 2147483647");
+        }
+        if self.log_retention_check_interval_ms == 0 {
+            return fail("log_retention_check_interval_ms", "must be > 0");
+        }
+        if self.min_insync_replicas < 1 {
+            return fail("min_insync_replicas", "must be >= 1");
+        }
+        if self.message_max_bytes < 0 {
+            return fail("message_max_bytes", "must be >= 0");
+        }
+        if !matches!(self.log_message_timestamp_type.as_str(), "CreateTime" | "LogAppendTime") {
+            return fail("log_message_timestamp_type", "must be CreateTime or LogAppendTime");
+        }
+        if self.socket_request_max_bytes < 1024 {
+            return fail("socket_request_max_bytes", "must be >= 1024");
+        }
+        if self.queued_max_request_bytes < u64::from(self.socket_request_max_bytes) {
+            return fail("queued_max_request_bytes", "must be >= socket_request_max_bytes");
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return fail("log_format", "must be text or json");
+        }
+        Ok(())
+    }
+
+    /// Reads a TOML file whose keys are this struct's fields.
+    pub fn from_toml_file(path: &std::path::Path) -> Result<BrokerConfig, ConfigFileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
+        toml::from_str(&text).map_err(|source| ConfigFileError::Parse { path: path.to_path_buf(), source })
+    }
+}
+
+/// The config file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("reading config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing config file {path}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+}

@@ -1,0 +1,47 @@
+//! The HTTP endpoint: `/metrics` (Prometheus text), `/healthz` (the process is serving) and
+//! `/readyz` (the broker has opened every partition it hosts and accepts clients).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::metrics::Metrics;
+use crate::partition::ReplicaManager;
+use crate::shutdown::Shutdown;
+
+/// What the HTTP handlers read.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    pub replicas: Arc<ReplicaManager>,
+    pub ready: Arc<AtomicBool>,
+}
+
+/// Serves until shutdown.
+pub async fn run(listener: TcpListener, state: HttpState, mut shutdown: Shutdown) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(state);
+    axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
+}
+
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let body = state.metrics.render(&state.replicas.all());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+}
+
+async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+    }
+}

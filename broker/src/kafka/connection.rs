@@ -1,0 +1,125 @@
+//! One client connection: framing and the request loop.
+//!
+//! A frame is an i32 size and that many bytes. The size is checked before anything is
+//! buffered: zero, negative or above `socket.request.max.bytes` closes the connection without
+//! allocating. Before reading a body the connection takes that many bytes of the broker-wide
+//! request budget (`queued.max.request.bytes`), so many large requests at once wait instead
+//! of exhausting memory. Requests are answered in the order they arrive (clients pipeline).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+use crate::node::Node;
+use crate::shutdown::Shutdown;
+
+use super::router::{self, Reply};
+
+/// A connection with no request for this long is closed (Kafka's connections.max.idle.ms).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Once a size prefix arrived, its body must follow within this time (slow-loris guard).
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Limits shared by all connections.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    pub max_request_bytes: u32,
+    /// Permits are bytes of request bodies held in memory at once.
+    pub request_budget: Arc<Semaphore>,
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum End {
+    Eof,
+    Idle,
+    Shutdown,
+    Protocol(String),
+    Io(std::io::Error),
+}
+
+/// Serves one client until it disconnects, misbehaves or the broker shuts down.
+pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits, mut shutdown: Shutdown) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "set_nodelay failed");
+    }
+    node.metrics.connections.inc();
+    let end = run(&node, stream, &limits, &mut shutdown).await;
+    node.metrics.connections.dec();
+    match end {
+        End::Eof | End::Shutdown => tracing::debug!(%peer, "connection closed"),
+        End::Idle => tracing::debug!(%peer, "idle connection closed"),
+        End::Protocol(reason) => tracing::warn!(%peer, %reason, "closing connection"),
+        End::Io(e) => tracing::debug!(%peer, error = %e, "connection error"),
+    }
+}
+
+async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown: &mut Shutdown) -> End {
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+    let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
+    loop {
+        let size = tokio::select! {
+            _ = shutdown.wait() => return End::Shutdown,
+            r = tokio::time::timeout(IDLE_TIMEOUT, reader.read_i32()) => match r {
+                Err(_) => return End::Idle,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return End::Eof,
+                Ok(Err(e)) => return End::Io(e),
+                Ok(Ok(size)) => size,
+            },
+        };
+        if size <= 0 {
+            return End::Protocol(format!("invalid request size {size}"));
+        }
+        let size = size as u32;
+        if size > limits.max_request_bytes {
+            return End::Protocol(format!(
+                "request of {size} bytes exceeds socket.request.max.bytes {}",
+                limits.max_request_bytes
+            ));
+        }
+        let Ok(_permit) = limits.request_budget.acquire_many(size).await else {
+            return End::Shutdown;
+        };
+        let mut frame = BytesMut::zeroed(size as usize);
+        match tokio::time::timeout(BODY_TIMEOUT, reader.read_exact(&mut frame)).await {
+            Err(_) => return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}")),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return End::Protocol(format!("connection closed inside a request of {size} bytes"))
+            }
+            Ok(Err(e)) => return End::Io(e),
+            Ok(Ok(_)) => {}
+        }
+        node.metrics.network_bytes_in.inc_by(u64::from(size) + 4);
+        let api = router::api_of(&frame);
+        let started = Instant::now();
+        let reply = router::handle_frame(node, frame.freeze()).await;
+        let api_name = api.map_or("unknown", |a| a.name);
+        match reply {
+            Reply::Frame(buf) => {
+                node.metrics.observe_request(api_name, started.elapsed().as_secs_f64());
+                node.metrics.network_bytes_out.inc_by(buf.len() as u64);
+                if let Err(e) = writer.write_all(&buf).await {
+                    return End::Io(e);
+                }
+            }
+            Reply::Nothing => node.metrics.observe_request(api_name, started.elapsed().as_secs_f64()),
+            Reply::Close(reason) => {
+                node.metrics.observe_request_error(api_name);
+                let _ = writer.flush().await;
+                return End::Protocol(reason);
+            }
+        }
+        // Batch the responses of pipelined requests: flush only when no request is waiting.
+        if reader.buffer().is_empty() {
+            if let Err(e) = writer.flush().await {
+                return End::Io(e);
+            }
+        }
+    }
+}

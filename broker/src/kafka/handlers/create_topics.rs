@@ -1,0 +1,152 @@
+//! CreateTopics: names, partition counts (-1 = `num.partitions`), replication factor
+//! (-1 = `default.replication.factor`; at most the number of brokers), manual assignments
+//! (only onto existing brokers), configs (validated; unknown keys refused), `validate_only`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+
+use crate::kafka::error_code;
+use crate::metadata::catalog::{validate_topic_name, MAX_PARTITIONS};
+use crate::metadata::topic_config;
+use crate::node::Node;
+
+use super::str_bytes;
+
+/// DescribeConfigs/CreateTopics config source codes.
+pub(crate) const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+pub(crate) const SOURCE_DEFAULT: i8 = 5;
+
+pub fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.to_string()).or_default() += 1;
+    }
+    let mut resp = CreateTopicsResponse::default();
+    for topic in req.topics {
+        let name = topic.name.to_string();
+        let mut result = CreatableTopicResult::default();
+        result.name = topic.name.clone();
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        if counts.get(&name).copied().unwrap_or(0) > 1 {
+            fail(&mut result, ResponseError::InvalidRequest.code(), format!("topic {name} appears more than once in the request"), version);
+        } else {
+            match plan(node, &topic) {
+                Err((code, message)) => fail(&mut result, code, message, version),
+                Ok((partitions, replication_factor, configs)) => {
+                    let outcome = if req.validate_only {
+                        validate_topic_name(&name)
+                            .map_err(|e| (error_code::catalog(&e), error_code::message(&e)))
+                            .and_then(|()| match node.catalog.get(&name) {
+                                Some(_) => Err((ResponseError::TopicAlreadyExists.code(), format!("topic {name} already exists"))),
+                                None => Ok(None),
+                            })
+                    } else {
+                        node.create_topic(&name, partitions, configs.clone())
+                            .map(Some)
+                            .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
+                    };
+                    match outcome {
+                        Err((code, message)) => fail(&mut result, code, message, version),
+                        Ok(created) => {
+                            result.num_partitions = partitions;
+                            result.replication_factor = replication_factor;
+                            if let Some(created) = created {
+                                result.topic_id = created.id;
+                            }
+                            if version >= 5 {
+                                result.configs = Some(describe_configs(node, &configs));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        resp.topics.push(result);
+    }
+    resp
+}
+
+fn fail(result: &mut CreatableTopicResult, code: i16, message: String, version: i16) {
+    tracing::debug!(topic = %&*result.name, %message, "CreateTopics refused");
+    result.error_code = code;
+    if version >= 1 {
+        result.error_message = Some(str_bytes(&message));
+    }
+}
+
+type Plan = (i32, i16, BTreeMap<String, String>);
+
+/// Resolves defaults and validates everything but the name: (partitions, replication factor, configs).
+fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
+    let name = topic.name.to_string();
+    let me = node.config.node_id;
+    let brokers = 1i16;
+    let (partitions, replication_factor) = if topic.assignments.is_empty() {
+        let partitions = if topic.num_partitions == -1 { node.config.num_partitions } else { topic.num_partitions };
+        let rf = if topic.replication_factor == -1 { node.config.default_replication_factor } else { topic.replication_factor };
+        (partitions, rf)
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err((
+                ResponseError::InvalidRequest.code(),
+                "both manual assignments and num_partitions/replication_factor were given".into(),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for a in &topic.assignments {
+            if !seen.insert(a.partition_index) {
+                return Err((ResponseError::InvalidReplicaAssignment.code(), format!("partition {} assigned twice", a.partition_index)));
+            }
+            if a.broker_ids.is_empty() || a.broker_ids.iter().any(|b| b.0 != me) || a.broker_ids.len() > 1 {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment.code(),
+                    format!("partition {} must be assigned to existing brokers only (this cluster has broker {me})", a.partition_index),
+                ));
+            }
+        }
+        let count = i32::try_from(topic.assignments.len()).unwrap_or(i32::MAX);
+        if seen.iter().copied().ne(0..count) {
+            return Err((ResponseError::InvalidReplicaAssignment.code(), "assigned partitions must be numbered 0..n".into()));
+        }
+        (count, 1)
+    };
+    if !(1..=MAX_PARTITIONS).contains(&partitions) {
+        return Err((ResponseError::InvalidPartitions.code(), format!("number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")));
+    }
+    if replication_factor < 1 || replication_factor > brokers {
+        return Err((
+            ResponseError::InvalidReplicationFactor.code(),
+            format!("replication factor {replication_factor} is invalid: must be between 1 and the {brokers} available broker(s)"),
+        ));
+    }
+    let mut configs = BTreeMap::new();
+    for c in &topic.configs {
+        let key = c.name.to_string();
+        let Some(value) = c.value.as_ref().map(|v| v.to_string()) else {
+            return Err((ResponseError::InvalidConfig.code(), format!("configuration {key} of topic {name} has a null value")));
+        };
+        topic_config::validate_entry(&key, &value).map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
+        configs.insert(key, value);
+    }
+    Ok((partitions, replication_factor, configs))
+}
+
+fn describe_configs(node: &Node, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+    topic_config::describe(&node.config, overrides)
+        .into_iter()
+        .map(|d| {
+            let mut c = CreatableTopicConfigs::default();
+            c.name = str_bytes(d.name);
+            c.value = Some(str_bytes(&d.value));
+            c.read_only = false;
+            c.config_source = if d.is_default { SOURCE_DEFAULT } else { SOURCE_DYNAMIC_TOPIC };
+            c.is_sensitive = false;
+            c
+        })
+        .collect()
+}

@@ -1,0 +1,60 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4), or the
+//! first offset whose record timestamp is at or after a given time.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::kafka::error_code;
+use crate::node::Node;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+pub fn handle(node: &Node, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+    let mut resp = ListOffsetsResponse::default();
+    for topic in req.topics {
+        let mut t = ListOffsetsTopicResponse::default();
+        t.name = topic.name.clone();
+        for part in topic.partitions {
+            let mut p = ListOffsetsPartitionResponse::default();
+            p.partition_index = part.partition_index;
+            p.timestamp = -1;
+            p.offset = -1;
+            p.leader_epoch = -1;
+            match node.replicas.get(&topic.name, part.partition_index) {
+                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                Some(partition) => {
+                    p.leader_epoch = partition.leader_epoch();
+                    match part.timestamp {
+                        LATEST => p.offset = partition.high_watermark(),
+                        EARLIEST | EARLIEST_LOCAL => p.offset = partition.log_start_offset(),
+                        MAX_TIMESTAMP => {
+                            if let Some((ts, offset)) = partition.max_timestamp() {
+                                p.timestamp = ts;
+                                p.offset = offset;
+                            }
+                        }
+                        ts if ts >= 0 => match partition.offset_for_timestamp(ts) {
+                            Ok(Some((offset, found_ts))) => {
+                                p.offset = offset;
+                                p.timestamp = found_ts;
+                            }
+                            Ok(None) => {}
+                            Err(e) => p.error_code = error_code::partition(&e),
+                        },
+                        other => {
+                            tracing::debug!(timestamp = other, "ListOffsets with an unknown special timestamp");
+                            p.error_code = ResponseError::InvalidRequest.code();
+                        }
+                    }
+                }
+            }
+            t.partitions.push(p);
+        }
+        resp.topics.push(t);
+    }
+    resp
+}

@@ -1,0 +1,34 @@
+//! One handler per Kafka API. Each takes the decoded request (and the version where fields
+//! depend on it) and the node's shared state, and returns the response to encode.
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+/// A protocol string from a Rust one.
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A protocol topic name from a Rust string.
+pub(crate) fn topic_name(s: &str) -> TopicName {
+    TopicName(str_bytes(s))
+}
+
+/// Kafka's resource type codes for config APIs.
+pub(crate) const RESOURCE_TOPIC: i8 = 2;
+pub(crate) const RESOURCE_BROKER: i8 = 4;

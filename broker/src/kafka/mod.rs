@@ -1,0 +1,20 @@
+//! Kafka's wire protocol.
+//!
+//! - [`listener`]: accepts client connections (bounded by `max.connections`).
+//! - [`connection`]: framing — reads the size prefix, refuses frames over
+//!   `socket.request.max.bytes` before buffering them, takes request-memory budget, answers
+//!   requests in order.
+//! - [`router`]: decodes the request header, checks the version against [`versions`], decodes
+//!   the body for that API, calls its handler, encodes the response (with the right header
+//!   version; ApiVersions always with v0).
+//! - [`versions`]: the table of APIs Strom serves and their version ranges; ApiVersions is
+//!   computed from it, so what is advertised is exactly what is routed.
+//! - [`handlers`]: one file per API key.
+//! - [`error_code`]: the one place where Strom's errors become Kafka error codes.
+
+pub mod connection;
+pub mod error_code;
+pub mod handlers;
+pub mod listener;
+pub mod router;
+pub mod versions;

@@ -1,0 +1,131 @@
+//! From one request frame to one response frame: header, version check, body decode, the
+//! API's handler, response encode. Anything the client got wrong at this level (unknown API,
+//! unsupported version, a body that does not decode) closes the connection, as Kafka does —
+//! except an unsupported ApiVersions version, which is answered so the client can retry
+//! with one Strom supports (KIP-511).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::node::Node;
+
+use super::handlers;
+use super::versions::{self, SupportedApi};
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Write this frame (size prefix included).
+    Frame(BytesMut),
+    /// Nothing to send (Produce with acks=0).
+    Nothing,
+    /// Close the connection; the reason is logged.
+    Close(String),
+}
+
+/// The API a frame names, for metrics, once its header is known.
+pub fn api_of(frame: &[u8]) -> Option<&'static SupportedApi> {
+    let key = i16::from_be_bytes([*frame.first()?, *frame.get(1)?]);
+    ApiKey::try_from(key).ok().and_then(versions::lookup)
+}
+
+/// Handles one request frame (without its size prefix).
+pub async fn handle_frame(node: &Node, frame: Bytes) -> Reply {
+    if frame.len() < 8 {
+        return Reply::Close(format!("request of {} bytes is shorter than a request header", frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let Ok(key) = ApiKey::try_from(raw_key) else {
+        return Reply::Close(format!("unknown API key {raw_key}"));
+    };
+    let Some(api) = versions::lookup(key) else {
+        return Reply::Close(format!("API {key:?} (key {raw_key}) is not supported"));
+    };
+    if version < api.min || version > api.max {
+        if key == ApiKey::ApiVersions {
+            return encode(key, 0, correlation_id, &handlers::api_versions::unsupported_version());
+        }
+        return Reply::Close(format!("{} version {version} is not supported (supported {}..={})", api.name, api.min, api.max));
+    }
+    let mut body = frame;
+    let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
+        Ok(h) => h,
+        Err(e) => return Reply::Close(format!("malformed {} request header: {e}", api.name)),
+    };
+    dispatch(node, key, version, &header, body).await
+}
+
+fn decode<T: Decodable>(name: &str, body: &mut Bytes, version: i16) -> Result<T, Reply> {
+    T::decode(body, version).map_err(|e| Reply::Close(format!("malformed {name} v{version} request: {e}")))
+}
+
+async fn dispatch(node: &Node, key: ApiKey, version: i16, header: &RequestHeader, mut body: Bytes) -> Reply {
+    let c = header.correlation_id;
+    macro_rules! req {
+        ($ty:ty) => {
+            match decode::<$ty>(stringify!($ty), &mut body, version) {
+                Ok(r) => r,
+                Err(reply) => return reply,
+            }
+        };
+    }
+    match key {
+        ApiKey::ApiVersions => {
+            let req = req!(ApiVersionsRequest);
+            encode(key, version, c, &handlers::api_versions::handle(&req, version))
+        }
+        ApiKey::Metadata => encode(key, version, c, &handlers::metadata::handle(node, req!(MetadataRequest), version)),
+        ApiKey::Produce => match handlers::produce::handle(node, req!(ProduceRequest), version).await {
+            handlers::produce::Outcome::Respond(resp) => encode(key, version, c, &resp),
+            handlers::produce::Outcome::NoResponse => Reply::Nothing,
+            handlers::produce::Outcome::Close(reason) => Reply::Close(reason),
+        },
+        ApiKey::Fetch => encode(key, version, c, &handlers::fetch::handle(node, req!(FetchRequest), version).await),
+        ApiKey::ListOffsets => encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version)),
+        ApiKey::CreateTopics => encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version)),
+        ApiKey::DeleteTopics => encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version)),
+        ApiKey::CreatePartitions => {
+            encode(key, version, c, &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)))
+        }
+        ApiKey::DescribeConfigs => {
+            encode(key, version, c, &handlers::describe_configs::handle(node, req!(DescribeConfigsRequest), version))
+        }
+        ApiKey::AlterConfigs => encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest))),
+        ApiKey::IncrementalAlterConfigs => encode(
+            key,
+            version,
+            c,
+            &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)),
+        ),
+        ApiKey::DescribeCluster => encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest))),
+        ApiKey::DeleteRecords => encode(key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest))),
+        ApiKey::InitProducerId => encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest))),
+        other => Reply::Close(format!("API {other:?} is listed as supported but has no route")),
+    }
+}
+
+/// Encodes a response frame: size prefix, response header (the version the API prescribes),
+/// body.
+pub fn encode<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Reply {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = key.response_header_version(version);
+    let result = (|| -> anyhow::Result<BytesMut> {
+        let size = header.compute_size(header_version)? + body.compute_size(version)?;
+        let mut buf = BytesMut::with_capacity(4 + size);
+        buf.put_i32(i32::try_from(size)?);
+        header.encode(&mut buf, header_version)?;
+        body.encode(&mut buf, version)?;
+        Ok(buf)
+    })();
+    match result {
+        Ok(buf) => Reply::Frame(buf),
+        Err(e) => Reply::Close(format!("encoding {key:?} v{version} response failed: {e}")),
+    }
+}

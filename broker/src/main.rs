@@ -1,0 +1,64 @@
+//! `strom`: the broker binary. All logic lives in the library; see `broker::cli`.
+
+use std::process::ExitCode;
+
+use broker::cli::{dev, logging, signals, Cli, Command};
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("strom: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve(args) => {
+            let config = match args.into_config() {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            logging::init(&config.log_format);
+            runtime.block_on(async {
+                let (trigger, shutdown) = broker::shutdown::channel();
+                tokio::spawn(async move {
+                    let sig = signals::stop_requested().await;
+                    tracing::info!(signal = sig, "stop requested");
+                    trigger.trigger();
+                });
+                match broker::server::run(config, shutdown, |_| {}).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        tracing::error!(error = %chain(&e), "strom broker failed");
+                        fail(&e)
+                    }
+                }
+            })
+        }
+        Command::Dev(args) => {
+            logging::init("text");
+            match runtime.block_on(dev::run(args)) {
+                Ok(code) => code,
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
+
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn fail(e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    eprintln!("strom: {}", chain(e));
+    ExitCode::FAILURE
+}

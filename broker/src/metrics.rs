@@ -1,0 +1,117 @@
+//! The broker's Prometheus metrics: requests and their latency per API, network bytes in and
+//! out, connections, and each partition's log end offset and size (read at scrape time).
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::partition::Partition;
+
+type ApiLabels = [(&'static str, &'static str); 1];
+type PartitionLabels = [(&'static str, String); 2];
+type HistogramMaker = fn() -> Histogram;
+
+/// Every metric of one broker.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<ApiLabels, Counter>,
+    request_errors: Family<ApiLabels, Counter>,
+    request_latency: Family<ApiLabels, Histogram, HistogramMaker>,
+    pub network_bytes_in: Counter,
+    pub network_bytes_out: Counter,
+    pub connections: Gauge,
+    pub produced_records_bytes: Counter,
+    pub fetched_records_bytes: Counter,
+    log_end_offset: Family<PartitionLabels, Gauge>,
+    log_start_offset: Family<PartitionLabels, Gauge>,
+    log_size_bytes: Family<PartitionLabels, Gauge>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50µs .. ~13s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("strom");
+        let requests = Family::<ApiLabels, Counter>::default();
+        let request_errors = Family::<ApiLabels, Counter>::default();
+        let request_latency = Family::<ApiLabels, Histogram, HistogramMaker>::new_with_constructor(latency_histogram as HistogramMaker);
+        let network_bytes_in = Counter::default();
+        let network_bytes_out = Counter::default();
+        let connections = Gauge::default();
+        let produced_records_bytes = Counter::default();
+        let fetched_records_bytes = Counter::default();
+        let log_end_offset = Family::<PartitionLabels, Gauge>::default();
+        let log_start_offset = Family::<PartitionLabels, Gauge>::default();
+        let log_size_bytes = Family::<PartitionLabels, Gauge>::default();
+        registry.register("kafka_requests", "Kafka requests handled, by API", requests.clone());
+        registry.register("kafka_request_errors", "Kafka requests that closed their connection, by API", request_errors.clone());
+        registry.register("kafka_request_duration_seconds", "Time from a request being read to its response being queued, by API", request_latency.clone());
+        registry.register("network_bytes_in", "Bytes read from Kafka client connections", network_bytes_in.clone());
+        registry.register("network_bytes_out", "Bytes written to Kafka client connections", network_bytes_out.clone());
+        registry.register("kafka_connections", "Open Kafka client connections", connections.clone());
+        registry.register("produced_bytes", "Record batch bytes appended by Produce", produced_records_bytes.clone());
+        registry.register("fetched_bytes", "Record batch bytes returned by Fetch", fetched_records_bytes.clone());
+        registry.register("log_end_offset", "Log end offset of each partition", log_end_offset.clone());
+        registry.register("log_start_offset", "Log start offset of each partition", log_start_offset.clone());
+        registry.register("log_size_bytes", "Bytes on disk of each partition's log", log_size_bytes.clone());
+        Metrics {
+            registry,
+            requests,
+            request_errors,
+            request_latency,
+            network_bytes_in,
+            network_bytes_out,
+            connections,
+            produced_records_bytes,
+            fetched_records_bytes,
+            log_end_offset,
+            log_start_offset,
+            log_size_bytes,
+        }
+    }
+
+    /// Counts one handled request of `api` that took `seconds`.
+    pub fn observe_request(&self, api: &'static str, seconds: f64) {
+        let labels = [("api", api)];
+        self.requests.get_or_create(&labels).inc();
+        self.request_latency.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Counts a request that failed so badly its connection was closed.
+    pub fn observe_request_error(&self, api: &'static str) {
+        self.request_errors.get_or_create(&[("api", api)]).inc();
+    }
+
+    /// The Prometheus text exposition, with partition gauges read now.
+    pub fn render(&self, partitions: &[Arc<Partition>]) -> String {
+        self.log_end_offset.clear();
+        self.log_start_offset.clear();
+        self.log_size_bytes.clear();
+        for p in partitions {
+            let labels = [("topic", p.topic.to_string()), ("partition", p.index.to_string())];
+            self.log_end_offset.get_or_create(&labels).set(p.log_end_offset());
+            self.log_start_offset.get_or_create(&labels).set(p.log_start_offset());
+            self.log_size_bytes.get_or_create(&labels).set(i64::try_from(p.size_bytes()).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        if let Err(e) = encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+}

@@ -1,0 +1,376 @@
+//! One partition replica on this broker, and the manager of all of them.
+//!
+//! - [`Partition`] (this file): the log plus idempotent-producer state under one lock, the high
+//!   watermark published on a `watch` channel (waiting fetches are woken by the append that
+//!   brings them data), produce-side validation of incoming batches.
+//! - [`producer_state`]: the pure de-duplication rules for idempotent producers.
+//! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
+//!   deletion and the retention task.
+//! - [`error`]: [`PartitionError`].
+
+pub mod error;
+pub mod manager;
+pub mod producer_state;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::log::{self, BatchHeader, FileSlice, Log, LogError, TimestampType};
+use crate::metadata::topic_config::TopicConfig;
+
+pub use error::PartitionError;
+pub use manager::ReplicaManager;
+use producer_state::{ProducerBatch, ProducerStateTable, SequenceCheck};
+
+/// Name of the file holding the topic id of a partition directory (as in Kafka).
+const PARTITION_METADATA: &str = "partition.metadata";
+
+/// The outcome of a produce to this partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker's timestamp for LogAppendTime topics, -1 otherwise.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    /// True when the batch was a retry of one already appended.
+    pub duplicate: bool,
+}
+
+/// What a fetch gets from this partition.
+#[derive(Debug, Clone)]
+pub struct FetchRead {
+    /// Whole record batches; None when there is nothing at the offset yet.
+    pub records: Option<Bytes>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+struct State {
+    log: Log,
+    producers: ProducerStateTable,
+}
+
+/// A partition replica (on a single node, always the leader).
+pub struct Partition {
+    pub topic: Arc<str>,
+    pub index: i32,
+    pub topic_id: Uuid,
+    pub dir: PathBuf,
+    leader_epoch: i32,
+    state: Mutex<State>,
+    config: RwLock<Arc<TopicConfig>>,
+    /// The high watermark; every change wakes the fetches waiting on this partition.
+    high_watermark: watch::Sender<i64>,
+    /// Serialises fsyncs for acks=all with `flush_on_acks_all`; see [`Partition::flush_through`].
+    flush_lock: tokio::sync::Mutex<i64>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partition({}-{})", self.topic, self.index)
+    }
+}
+
+impl Partition {
+    /// Opens (recovering) or creates the replica in `dir` and rebuilds its producer state
+    /// from the batch headers of its log.
+    pub fn open(dir: &Path, topic: &str, index: i32, topic_id: Uuid, config: TopicConfig) -> Result<Partition, PartitionError> {
+        let io = |op, source| PartitionError::Io { topic: topic.into(), partition: index, op, path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(|e| io("create partition directory", e))?;
+        write_partition_metadata(dir, topic_id).map_err(|e| io("write partition.metadata", e))?;
+        let log_err = |source| PartitionError::Log { topic: topic.into(), partition: index, source };
+        let log = Log::open(dir, config.log.clone()).map_err(log_err)?;
+        let mut producers = ProducerStateTable::default();
+        log.scan_headers(log.log_start_offset(), |h| {
+            if h.producer_id >= 0 && !h.is_control() {
+                producers.record(&producer_batch(h), h.base_offset, h.last_offset());
+            }
+        })
+        .map_err(log_err)?;
+        let hw = log.log_end_offset();
+        Ok(Partition {
+            topic: Arc::from(topic),
+            index,
+            topic_id,
+            dir: dir.to_path_buf(),
+            leader_epoch: 0,
+            state: Mutex::new(State { log, producers }),
+            config: RwLock::new(Arc::new(config)),
+            high_watermark: watch::Sender::new(hw),
+            flush_lock: tokio::sync::Mutex::new(-1),
+        })
+    }
+
+    /// The topic id recorded in a partition directory, if any.
+    pub fn recorded_topic_id(dir: &Path) -> Option<Uuid> {
+        let text = std::fs::read_to_string(dir.join(PARTITION_METADATA)).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("topic_id: ")).and_then(|id| Uuid::parse_str(id.trim()).ok())
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    pub fn config(&self) -> Arc<TopicConfig> {
+        self.config.read().clone()
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        *self.high_watermark.borrow()
+    }
+
+    /// A receiver that sees every change of the high watermark after this call.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.high_watermark.subscribe()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.state.lock().log.log_start_offset()
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.state.lock().log.log_end_offset()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.state.lock().log.size_bytes()
+    }
+
+    fn log_error(&self, source: LogError) -> PartitionError {
+        PartitionError::Log { topic: self.topic.to_string(), partition: self.index, source }
+    }
+
+    /// Validates and appends the records of a produce request: exactly one magic-2 batch with a
+    /// good CRC, within max.message.bytes; idempotent batches are checked against the producer
+    /// state and retries answered with their original offsets.
+    pub fn append(&self, records: &Bytes, acks: i16, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
+        let config = self.config();
+        let header = self.validate_batch(records, &config, now_ms)?;
+        if acks == -1 && config.min_insync_replicas > 1 {
+            // One replica (this one) is in sync on a single node.
+            return Err(PartitionError::NotEnoughReplicas {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                isr: 1,
+                min: config.min_insync_replicas,
+            });
+        }
+        let mut batch = BytesMut::from(&records[..]);
+        let timestamp_type = if config.log_append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
+        let mut state = self.state.lock();
+        let idempotent = header.producer_id >= 0;
+        let producer = producer_batch(&header);
+        if idempotent {
+            match state.producers.check(&producer) {
+                Ok(SequenceCheck::Append) => {}
+                Ok(SequenceCheck::Duplicate(original)) => {
+                    return Ok(AppendOutcome {
+                        base_offset: original.first_offset,
+                        last_offset: original.last_offset,
+                        log_append_time: -1,
+                        log_start_offset: state.log.log_start_offset(),
+                        duplicate: true,
+                    });
+                }
+                Err(source) => {
+                    return Err(PartitionError::Sequence { topic: self.topic.to_string(), partition: self.index, source })
+                }
+            }
+        }
+        let info = state
+            .log
+            .append(&mut batch, self.leader_epoch, timestamp_type, now_ms)
+            .map_err(|e| self.log_error(e))?;
+        if idempotent {
+            state.producers.record(&producer, info.first_offset, info.last_offset);
+        }
+        if let Err(e) = state.log.flush_if_due(now_ms) {
+            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
+        }
+        let outcome = AppendOutcome {
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            log_append_time: info.log_append_time,
+            log_start_offset: state.log.log_start_offset(),
+            duplicate: false,
+        };
+        // Single node: the leader is the whole ISR, so the high watermark is the log end.
+        let leo = state.log.log_end_offset();
+        drop(state);
+        self.high_watermark.send_replace(leo);
+        Ok(outcome)
+    }
+
+    fn validate_batch(&self, records: &Bytes, config: &TopicConfig, now_ms: i64) -> Result<BatchHeader, PartitionError> {
+        let invalid = |reason: String| PartitionError::InvalidRecord { topic: self.topic.to_string(), partition: self.index, reason };
+        if records.len() < log::LOG_OVERHEAD + 5 {
+            return Err(invalid(format!("{} bytes of records is too short for a record batch", records.len())));
+        }
+        let magic = records[log::LOG_OVERHEAD + 4] as i8;
+        if magic != 2 {
+            return Err(PartitionError::UnsupportedMessageFormat { topic: self.topic.to_string(), partition: self.index, magic });
+        }
+        let corrupt = |source| PartitionError::CorruptMessage { topic: self.topic.to_string(), partition: self.index, source };
+        let header = BatchHeader::parse(records).map_err(corrupt)?;
+        if header.total_size() != records.len() {
+            return Err(invalid(format!(
+                "a produce request must carry exactly one record batch ({} bytes of records, batch of {})",
+                records.len(),
+                header.total_size()
+            )));
+        }
+        if header.total_size() > usize::try_from(config.max_message_bytes).unwrap_or(0) {
+            return Err(PartitionError::MessageTooLarge {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                size: header.total_size(),
+                max: config.max_message_bytes,
+            });
+        }
+        log::verify_crc(records).map_err(corrupt)?;
+        if header.is_control() {
+            return Err(invalid("clients may not produce control batches".into()));
+        }
+        if header.is_transactional() {
+            return Err(invalid("transactions are not supported yet".into()));
+        }
+        if header.record_count != header.last_offset_delta + 1 {
+            return Err(invalid(format!(
+                "record count {} does not match last offset delta {}",
+                header.record_count, header.last_offset_delta
+            )));
+        }
+        if !config.log_append_time && header.max_timestamp.saturating_sub(now_ms) > config.timestamp_after_max_ms {
+            return Err(PartitionError::InvalidTimestamp {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                timestamp: header.max_timestamp,
+                max_ms: config.timestamp_after_max_ms,
+            });
+        }
+        Ok(header)
+    }
+
+    /// Makes everything appended so far through `offset` durable (group commit: one fsync
+    /// covers every append that happened before it started).
+    pub async fn flush_through(self: &Arc<Self>, offset: i64) -> Result<(), PartitionError> {
+        let mut flushed = self.flush_lock.lock().await;
+        if *flushed >= offset {
+            return Ok(());
+        }
+        let this = Arc::clone(self);
+        let result = tokio::task::spawn_blocking(move || {
+            let mut state = this.state.lock();
+            state.log.flush().map(|()| state.log.log_end_offset() - 1)
+        })
+        .await;
+        match result {
+            Ok(Ok(through)) => {
+                *flushed = through;
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.log_error(e)),
+            Err(join) => Err(PartitionError::Io {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                op: "fsync task",
+                path: self.dir.clone(),
+                source: std::io::Error::other(join),
+            }),
+        }
+    }
+
+    /// Reads whole batches at `offset`, up to the high watermark.
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<FetchRead, PartitionError> {
+        let high_watermark = self.high_watermark();
+        let (slice, log_start_offset): (Option<FileSlice>, i64) = {
+            let state = self.state.lock();
+            let slice = state.log.read(offset, max_bytes, high_watermark, min_one_batch).map_err(|e| self.log_error(e))?;
+            (slice, state.log.log_start_offset())
+        };
+        let records = match slice {
+            Some(slice) => Some(slice.read().map_err(|source| PartitionError::Io {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                op: "read segment",
+                path: self.dir.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        Ok(FetchRead { records, high_watermark, log_start_offset })
+    }
+
+    /// ListOffsets by timestamp: the first record at or after `timestamp` below the high
+    /// watermark, as (offset, timestamp).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, PartitionError> {
+        let hw = self.high_watermark();
+        let found = self.state.lock().log.offset_for_timestamp(timestamp).map_err(|e| self.log_error(e))?;
+        Ok(found.filter(|(offset, _)| *offset < hw))
+    }
+
+    /// ListOffsets MAX_TIMESTAMP.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        self.state.lock().log.max_timestamp_and_offset()
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (-1 means the high watermark).
+    pub fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {
+        let hw = self.high_watermark();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            let log_start_offset = self.log_start_offset();
+            return Err(self.log_error(LogError::OffsetOutOfRange {
+                offset: target,
+                log_start_offset,
+                log_end_offset: hw,
+            }));
+        }
+        self.state.lock().log.delete_records_before(target).map_err(|e| self.log_error(e))
+    }
+
+    /// Applies a changed topic config to this partition and its log.
+    pub fn update_config(&self, config: TopicConfig) {
+        self.state.lock().log.update_config(config.log.clone());
+        *self.config.write() = Arc::new(config);
+    }
+
+    /// Deletes expired segments; returns how many.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<usize, PartitionError> {
+        let mut state = self.state.lock();
+        let deleted = state.log.enforce_retention(now_ms).map_err(|e| self.log_error(e))?;
+        if let Err(e) = state.log.flush_if_due(now_ms) {
+            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
+        }
+        Ok(deleted)
+    }
+
+    /// Flushes the log and advances its recovery point (clean shutdown).
+    pub fn flush(&self) -> Result<(), PartitionError> {
+        self.state.lock().log.flush().map_err(|e| self.log_error(e))
+    }
+}
+
+fn producer_batch(h: &BatchHeader) -> ProducerBatch {
+    ProducerBatch {
+        producer_id: h.producer_id,
+        producer_epoch: h.producer_epoch,
+        first_sequence: h.base_sequence,
+        last_sequence: h.last_sequence(),
+    }
+}
+
+fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
+    let path = dir.join(PARTITION_METADATA);
+    let text = format!("version: 0\ntopic_id: {topic_id}\n");
+    match std::fs::read_to_string(&path) {
+        Ok(existing) if existing == text => Ok(()),
+        _ => crate::metadata::atomic_file::write(&path, text.as_bytes()),
+    }
+}
