@@ -49,7 +49,8 @@ impl Metrics {
         let mut registry = Registry::with_prefix("strom");
         let requests = Family::<ApiLabels, Counter>::default();
         let request_errors = Family::<ApiLabels, Counter>::default();
-        let request_latency = Family::<ApiLabels, Histogram, HistogramMaker>::new_with_constructor(latency_histogram as HistogramMaker);
+        let request_latency =
+            Family::<ApiLabels, Histogram, HistogramMaker>::new_with_constructor(latency_histogram as HistogramMaker);
         let network_bytes_in = Counter::default();
         let network_bytes_out = Counter::default();
         let connections = Gauge::default();
@@ -59,8 +60,16 @@ impl Metrics {
         let log_start_offset = Family::<PartitionLabels, Gauge>::default();
         let log_size_bytes = Family::<PartitionLabels, Gauge>::default();
         registry.register("kafka_requests", "Kafka requests handled, by API", requests.clone());
-        registry.register("kafka_request_errors", "Kafka requests that closed their connection, by API", request_errors.clone());
-        registry.register("kafka_request_duration_seconds", "Time from a request being read to its response being queued, by API", request_latency.clone());
+        registry.register(
+            "kafka_request_errors",
+            "Kafka requests that closed their connection, by API",
+            request_errors.clone(),
+        );
+        registry.register(
+            "kafka_request_duration_seconds",
+            "Time from a request being read to its response being queued, by API",
+            request_latency.clone(),
+        );
         registry.register("network_bytes_in", "Bytes read from Kafka client connections", network_bytes_in.clone());
         registry.register("network_bytes_out", "Bytes written to Kafka client connections", network_bytes_out.clone());
         registry.register("kafka_connections", "Open Kafka client connections", connections.clone());

@@ -72,7 +72,11 @@ impl Node {
     }
 
     /// Replaces a topic's config overrides and applies them to its partitions.
-    pub fn set_topic_configs(&self, name: &str, configs: BTreeMap<String, String>) -> Result<Arc<TopicMetadata>, TopicOpError> {
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicMetadata>, TopicOpError> {
         let topic = self.catalog.set_configs(name, configs)?;
         self.replicas.update_topic_config(&topic);
         tracing::info!(topic = %name, configs = ?topic.configs, "altered topic configs");

@@ -61,10 +61,15 @@ pub struct BoundAddrs {
 
 /// Runs a broker until `shutdown` fires. `on_bound` is told the listening addresses once both
 /// listeners are bound (before recovery).
-pub async fn run(config: BrokerConfig, shutdown: Shutdown, on_bound: impl FnOnce(BoundAddrs)) -> Result<(), ServerError> {
+pub async fn run(
+    config: BrokerConfig,
+    shutdown: Shutdown,
+    on_bound: impl FnOnce(BoundAddrs),
+) -> Result<(), ServerError> {
     config.validate()?;
     let config = Arc::new(config);
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServerError::DataDir { path: config.data_dir.clone(), source })?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|source| ServerError::DataDir { path: config.data_dir.clone(), source })?;
     let identity = ClusterIdentity::load_or_create(&config.data_dir, config.node_id)?;
     let metadata_dir = config.data_dir.join("metadata");
     let catalog = Catalog::open(&metadata_dir)?;
@@ -75,8 +80,16 @@ pub async fn run(config: BrokerConfig, shutdown: Shutdown, on_bound: impl FnOnce
     };
     let kafka_listener = bind("Kafka", config.kafka_listen.clone()).await?;
     let http_listener = bind("HTTP", config.http_listen.clone()).await?;
-    let kafka_addr = kafka_listener.local_addr().map_err(|source| ServerError::Bind { what: "Kafka", addr: config.kafka_listen.clone(), source })?;
-    let http_addr = http_listener.local_addr().map_err(|source| ServerError::Bind { what: "HTTP", addr: config.http_listen.clone(), source })?;
+    let kafka_addr = kafka_listener.local_addr().map_err(|source| ServerError::Bind {
+        what: "Kafka",
+        addr: config.kafka_listen.clone(),
+        source,
+    })?;
+    let http_addr = http_listener.local_addr().map_err(|source| ServerError::Bind {
+        what: "HTTP",
+        addr: config.http_listen.clone(),
+        source,
+    })?;
     let (advertised_host, advertised_port) = advertised(&config, kafka_addr)?;
     on_bound(BoundAddrs { kafka: kafka_addr, http: http_addr });
 
@@ -101,13 +114,15 @@ pub async fn run(config: BrokerConfig, shutdown: Shutdown, on_bound: impl FnOnce
         let node = node.clone();
         tokio::task::spawn_blocking(move || node.open_all_topics())
             .await
-            .map_err(|e| ServerError::OpenPartitions(TopicOpError::Partition(crate::partition::PartitionError::Io {
-                topic: String::new(),
-                partition: -1,
-                op: "open partitions task",
-                path: config.data_dir.clone(),
-                source: std::io::Error::other(e),
-            })))?
+            .map_err(|e| {
+                ServerError::OpenPartitions(TopicOpError::Partition(crate::partition::PartitionError::Io {
+                    topic: String::new(),
+                    partition: -1,
+                    op: "open partitions task",
+                    path: config.data_dir.clone(),
+                    source: std::io::Error::other(e),
+                }))
+            })?
             .map_err(ServerError::OpenPartitions)?;
     }
     tracing::info!(
@@ -123,7 +138,8 @@ pub async fn run(config: BrokerConfig, shutdown: Shutdown, on_bound: impl FnOnce
     );
     ready.store(true, Ordering::Release);
 
-    let retention_task = tokio::spawn(retention_loop(replicas.clone(), config.log_retention_check_interval_ms, shutdown.clone()));
+    let retention_task =
+        tokio::spawn(retention_loop(replicas.clone(), config.log_retention_check_interval_ms, shutdown.clone()));
     listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
 
     tracing::info!("shutting down: flushing partitions");

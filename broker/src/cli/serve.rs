@@ -98,11 +98,28 @@ impl ServeArgs {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { c.$field = v; } )* };
         }
         set!(
-            node_id, data_dir, kafka_listen, http_listen, num_partitions, default_replication_factor,
-            auto_create_topics_enable, log_segment_bytes, log_roll_ms, log_retention_ms, log_retention_bytes,
-            log_retention_check_interval_ms, log_flush_interval_messages, log_flush_interval_ms, flush_on_acks_all,
-            min_insync_replicas, message_max_bytes, log_message_timestamp_type, socket_request_max_bytes,
-            queued_max_request_bytes, max_connections, log_format
+            node_id,
+            data_dir,
+            kafka_listen,
+            http_listen,
+            num_partitions,
+            default_replication_factor,
+            auto_create_topics_enable,
+            log_segment_bytes,
+            log_roll_ms,
+            log_retention_ms,
+            log_retention_bytes,
+            log_retention_check_interval_ms,
+            log_flush_interval_messages,
+            log_flush_interval_ms,
+            flush_on_acks_all,
+            min_insync_replicas,
+            message_max_bytes,
+            log_message_timestamp_type,
+            socket_request_max_bytes,
+            queued_max_request_bytes,
+            max_connections,
+            log_format
         );
         if self.advertised_kafka.is_some() {
             c.advertised_kafka = self.advertised_kafka;
@@ -130,7 +147,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("strom.toml");
         std::fs::write(&file, "node_id = 4\nnum_partitions = 6\nlog_retention_ms = -1\n").expect("write");
-        let w = Wrapper::try_parse_from(["x", "--config", file.to_str().expect("utf8"), "--num-partitions", "3"]).expect("parse");
+        let w = Wrapper::try_parse_from(["x", "--config", file.to_str().expect("utf8"), "--num-partitions", "3"])
+            .expect("parse");
         let c = w.args.into_config().expect("config");
         assert_eq!((c.node_id, c.num_partitions, c.log_retention_ms), (4, 3, -1));
     }

@@ -88,7 +88,9 @@ async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown
         };
         let mut frame = BytesMut::zeroed(size as usize);
         match tokio::time::timeout(BODY_TIMEOUT, reader.read_exact(&mut frame)).await {
-            Err(_) => return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}")),
+            Err(_) => {
+                return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"))
+            }
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return End::Protocol(format!("connection closed inside a request of {size} bytes"))
             }

@@ -15,7 +15,8 @@ use super::connection::{self, ConnectionLimits};
 /// Accepts Kafka clients until shutdown.
 pub async fn run(listener: TcpListener, node: Arc<Node>, mut shutdown: Shutdown) {
     let max_connections = Arc::new(Semaphore::new(node.config.max_connections));
-    let budget = usize::try_from(node.config.queued_max_request_bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+    let budget =
+        usize::try_from(node.config.queued_max_request_bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
     let limits = ConnectionLimits {
         max_request_bytes: node.config.socket_request_max_bytes,
         request_budget: Arc::new(Semaphore::new(budget)),

@@ -6,9 +6,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -52,7 +53,10 @@ pub async fn handle_frame(node: &Node, frame: Bytes) -> Reply {
         if key == ApiKey::ApiVersions {
             return encode(key, 0, correlation_id, &handlers::api_versions::unsupported_version());
         }
-        return Reply::Close(format!("{} version {version} is not supported (supported {}..={})", api.name, api.min, api.max));
+        return Reply::Close(format!(
+            "{} version {version} is not supported (supported {}..={})",
+            api.name, api.min, api.max
+        ));
     }
     let mut body = frame;
     let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
@@ -88,25 +92,39 @@ async fn dispatch(node: &Node, key: ApiKey, version: i16, header: &RequestHeader
             handlers::produce::Outcome::Close(reason) => Reply::Close(reason),
         },
         ApiKey::Fetch => encode(key, version, c, &handlers::fetch::handle(node, req!(FetchRequest), version).await),
-        ApiKey::ListOffsets => encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version)),
-        ApiKey::CreateTopics => encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version)),
-        ApiKey::DeleteTopics => encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version)),
+        ApiKey::ListOffsets => {
+            encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version))
+        }
+        ApiKey::CreateTopics => {
+            encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version))
+        }
+        ApiKey::DeleteTopics => {
+            encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version))
+        }
         ApiKey::CreatePartitions => {
             encode(key, version, c, &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)))
         }
         ApiKey::DescribeConfigs => {
             encode(key, version, c, &handlers::describe_configs::handle(node, req!(DescribeConfigsRequest), version))
         }
-        ApiKey::AlterConfigs => encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest))),
+        ApiKey::AlterConfigs => {
+            encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest)))
+        }
         ApiKey::IncrementalAlterConfigs => encode(
             key,
             version,
             c,
             &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)),
         ),
-        ApiKey::DescribeCluster => encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest))),
-        ApiKey::DeleteRecords => encode(key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest))),
-        ApiKey::InitProducerId => encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest))),
+        ApiKey::DescribeCluster => {
+            encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest)))
+        }
+        ApiKey::DeleteRecords => {
+            encode(key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest)))
+        }
+        ApiKey::InitProducerId => {
+            encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)))
+        }
         other => Reply::Close(format!("API {other:?} is listed as supported but has no route")),
     }
 }

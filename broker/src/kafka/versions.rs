@@ -59,7 +59,13 @@ mod tests {
             let crate_range = api.key.valid_versions();
             assert!(api.max <= crate_range.max, "{} advertises {} > crate max {}", api.name, api.max, crate_range.max);
             if api.key != ApiKey::Produce {
-                assert!(api.min >= crate_range.min, "{} advertises {} < crate min {}", api.name, api.min, crate_range.min);
+                assert!(
+                    api.min >= crate_range.min,
+                    "{} advertises {} < crate min {}",
+                    api.name,
+                    api.min,
+                    crate_range.min
+                );
             }
         }
     }

@@ -166,7 +166,11 @@ impl Catalog {
     }
 
     /// Replaces a topic's config overrides.
-    pub fn set_configs(&self, name: &str, configs: BTreeMap<String, String>) -> Result<Arc<TopicMetadata>, CatalogError> {
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicMetadata>, CatalogError> {
         topic_config::validate(&configs)?;
         self.change(|topics| {
             let current = topics.get(name).ok_or_else(|| CatalogError::UnknownTopic(name.to_string()))?;
@@ -192,11 +196,10 @@ impl Catalog {
 
     fn persist(&self, topics: &BTreeMap<String, Arc<TopicMetadata>>) -> Result<(), CatalogError> {
         let persisted = Persisted { version: 1, topics: topics.values().map(|t| (**t).clone()).collect() };
-        let bytes = serde_json::to_vec_pretty(&persisted).map_err(|e| CatalogError::Persist {
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        atomic_file::write(&self.path, &bytes).map_err(|source| CatalogError::Persist { path: self.path.clone(), source })
+        let bytes = serde_json::to_vec_pretty(&persisted)
+            .map_err(|e| CatalogError::Persist { path: self.path.clone(), source: std::io::Error::other(e) })?;
+        atomic_file::write(&self.path, &bytes)
+            .map_err(|source| CatalogError::Persist { path: self.path.clone(), source })
     }
 }
 

@@ -33,7 +33,8 @@ impl ClusterIdentity {
         let path = data_dir.join("meta.properties");
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let identity = parse(&text).map_err(|reason| IdentityError::Malformed { path: path.clone(), reason })?;
+                let identity =
+                    parse(&text).map_err(|reason| IdentityError::Malformed { path: path.clone(), reason })?;
                 if identity.node_id != node_id {
                     return Err(IdentityError::NodeMismatch { path, found: identity.node_id, expected: node_id });
                 }
@@ -59,7 +60,9 @@ fn parse(text: &str) -> Result<ClusterIdentity, String> {
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         match line.split_once('=') {
             Some(("cluster.id", v)) => cluster_id = Some(v.to_string()),
-            Some(("node.id", v)) => node_id = Some(v.parse::<i32>().map_err(|_| format!("node.id {v:?} is not a number"))?),
+            Some(("node.id", v)) => {
+                node_id = Some(v.parse::<i32>().map_err(|_| format!("node.id {v:?} is not a number"))?)
+            }
             _ => {}
         }
     }

@@ -236,11 +236,15 @@ pub struct TopicConfig {
 
 impl TopicConfig {
     /// Resolves the effective values; `overrides` must already be valid.
-    pub fn resolve(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> Result<TopicConfig, TopicConfigError> {
+    pub fn resolve(
+        broker: &BrokerConfig,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, TopicConfigError> {
         let value = |name: &str| -> String {
-            overrides.get(name).cloned().unwrap_or_else(|| {
-                definition(name).map(|d| (d.default)(broker)).unwrap_or_default()
-            })
+            overrides
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| definition(name).map(|d| (d.default)(broker)).unwrap_or_default())
         };
         fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, TopicConfigError> {
             v.parse().map_err(|_| TopicConfigError {
@@ -285,7 +289,9 @@ pub fn describe(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> 
         .iter()
         .map(|d| match overrides.get(d.name) {
             Some(v) => DescribedConfig { name: d.name, value: v.clone(), is_default: false, kind: d.kind, doc: d.doc },
-            None => DescribedConfig { name: d.name, value: (d.default)(broker), is_default: true, kind: d.kind, doc: d.doc },
+            None => {
+                DescribedConfig { name: d.name, value: (d.default)(broker), is_default: true, kind: d.kind, doc: d.doc }
+            }
         })
         .collect()
 }

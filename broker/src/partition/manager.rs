@@ -105,7 +105,8 @@ impl ReplicaManager {
     pub fn remove_topic(&self, topic: &str) {
         let Some(partitions) = self.topics.write().remove(topic) else { return };
         for p in partitions {
-            let doomed = p.dir.with_file_name(format!("{}-{}.{}-delete", p.topic, p.index, uuid::Uuid::new_v4().simple()));
+            let doomed =
+                p.dir.with_file_name(format!("{}-{}.{}-delete", p.topic, p.index, uuid::Uuid::new_v4().simple()));
             match std::fs::rename(&p.dir, &doomed) {
                 Ok(()) => {
                     std::thread::spawn(move || {
@@ -124,7 +125,9 @@ impl ReplicaManager {
         for p in self.all() {
             match p.enforce_retention(now_ms) {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n, log_start_offset = p.log_start_offset(), "retention deleted segments"),
+                Ok(n) => {
+                    tracing::info!(topic = %p.topic, partition = p.index, segments = n, log_start_offset = p.log_start_offset(), "retention deleted segments")
+                }
                 Err(e) => tracing::error!(error = %e, "retention failed"),
             }
         }

@@ -6,7 +6,7 @@
 //! - [`producer_state`]: the pure de-duplication rules for idempotent producers.
 //! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
 //!   deletion and the retention task.
-//! - [`error`]: [`PartitionError`].
+//! - [`error`]: the partition error type, [`PartitionError`].
 
 pub mod error;
 pub mod manager;
@@ -80,8 +80,20 @@ impl std::fmt::Debug for Partition {
 impl Partition {
     /// Opens (recovering) or creates the replica in `dir` and rebuilds its producer state
     /// from the batch headers of its log.
-    pub fn open(dir: &Path, topic: &str, index: i32, topic_id: Uuid, config: TopicConfig) -> Result<Partition, PartitionError> {
-        let io = |op, source| PartitionError::Io { topic: topic.into(), partition: index, op, path: dir.to_path_buf(), source };
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        index: i32,
+        topic_id: Uuid,
+        config: TopicConfig,
+    ) -> Result<Partition, PartitionError> {
+        let io = |op, source| PartitionError::Io {
+            topic: topic.into(),
+            partition: index,
+            op,
+            path: dir.to_path_buf(),
+            source,
+        };
         std::fs::create_dir_all(dir).map_err(|e| io("create partition directory", e))?;
         write_partition_metadata(dir, topic_id).map_err(|e| io("write partition.metadata", e))?;
         let log_err = |source| PartitionError::Log { topic: topic.into(), partition: index, source };
@@ -162,7 +174,8 @@ impl Partition {
             });
         }
         let mut batch = BytesMut::from(&records[..]);
-        let timestamp_type = if config.log_append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
+        let timestamp_type =
+            if config.log_append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
         let mut state = self.state.lock();
         let idempotent = header.producer_id >= 0;
         let producer = producer_batch(&header);
@@ -179,14 +192,16 @@ impl Partition {
                     });
                 }
                 Err(source) => {
-                    return Err(PartitionError::Sequence { topic: self.topic.to_string(), partition: self.index, source })
+                    return Err(PartitionError::Sequence {
+                        topic: self.topic.to_string(),
+                        partition: self.index,
+                        source,
+                    })
                 }
             }
         }
-        let info = state
-            .log
-            .append(&mut batch, self.leader_epoch, timestamp_type, now_ms)
-            .map_err(|e| self.log_error(e))?;
+        let info =
+            state.log.append(&mut batch, self.leader_epoch, timestamp_type, now_ms).map_err(|e| self.log_error(e))?;
         if idempotent {
             state.producers.record(&producer, info.first_offset, info.last_offset);
         }
@@ -207,16 +222,30 @@ impl Partition {
         Ok(outcome)
     }
 
-    fn validate_batch(&self, records: &Bytes, config: &TopicConfig, now_ms: i64) -> Result<BatchHeader, PartitionError> {
-        let invalid = |reason: String| PartitionError::InvalidRecord { topic: self.topic.to_string(), partition: self.index, reason };
+    fn validate_batch(
+        &self,
+        records: &Bytes,
+        config: &TopicConfig,
+        now_ms: i64,
+    ) -> Result<BatchHeader, PartitionError> {
+        let invalid = |reason: String| PartitionError::InvalidRecord {
+            topic: self.topic.to_string(),
+            partition: self.index,
+            reason,
+        };
         if records.len() < log::LOG_OVERHEAD + 5 {
             return Err(invalid(format!("{} bytes of records is too short for a record batch", records.len())));
         }
         let magic = records[log::LOG_OVERHEAD + 4] as i8;
         if magic != 2 {
-            return Err(PartitionError::UnsupportedMessageFormat { topic: self.topic.to_string(), partition: self.index, magic });
+            return Err(PartitionError::UnsupportedMessageFormat {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                magic,
+            });
         }
-        let corrupt = |source| PartitionError::CorruptMessage { topic: self.topic.to_string(), partition: self.index, source };
+        let corrupt =
+            |source| PartitionError::CorruptMessage { topic: self.topic.to_string(), partition: self.index, source };
         let header = BatchHeader::parse(records).map_err(corrupt)?;
         if header.total_size() != records.len() {
             return Err(invalid(format!(
@@ -291,7 +320,8 @@ impl Partition {
         let high_watermark = self.high_watermark();
         let (slice, log_start_offset): (Option<FileSlice>, i64) = {
             let state = self.state.lock();
-            let slice = state.log.read(offset, max_bytes, high_watermark, min_one_batch).map_err(|e| self.log_error(e))?;
+            let slice =
+                state.log.read(offset, max_bytes, high_watermark, min_one_batch).map_err(|e| self.log_error(e))?;
             (slice, state.log.log_start_offset())
         };
         let records = match slice {

@@ -63,7 +63,5 @@ pub(crate) fn apply_topic_configs(
     if validate_only {
         return Ok(());
     }
-    node.set_topic_configs(topic, configs)
-        .map(|_| ())
-        .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
+    node.set_topic_configs(topic, configs).map(|_| ()).map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
 }

@@ -18,18 +18,23 @@ pub fn handle(node: &Node, req: CreatePartitionsRequest) -> CreatePartitionsResp
         let mut r = CreatePartitionsTopicResult::default();
         r.name = topic.name.clone();
         let outcome: Result<(), (i16, String)> = (|| {
-            let current = node
-                .catalog
-                .get(&name)
-                .ok_or_else(|| (ResponseError::UnknownTopicOrPartition.code(), format!("topic {name} does not exist")))?;
+            let current = node.catalog.get(&name).ok_or_else(|| {
+                (ResponseError::UnknownTopicOrPartition.code(), format!("topic {name} does not exist"))
+            })?;
             if topic.count <= current.partitions {
                 return Err((
                     ResponseError::InvalidPartitions.code(),
-                    format!("topic {name} has {} partitions; the new count {} must be larger", current.partitions, topic.count),
+                    format!(
+                        "topic {name} has {} partitions; the new count {} must be larger",
+                        current.partitions, topic.count
+                    ),
                 ));
             }
             if topic.count > MAX_PARTITIONS {
-                return Err((ResponseError::InvalidPartitions.code(), format!("at most {MAX_PARTITIONS} partitions per topic")));
+                return Err((
+                    ResponseError::InvalidPartitions.code(),
+                    format!("at most {MAX_PARTITIONS} partitions per topic"),
+                ));
             }
             if let Some(assignments) = &topic.assignments {
                 let added = usize::try_from(topic.count - current.partitions).unwrap_or(0);
@@ -43,7 +48,9 @@ pub fn handle(node: &Node, req: CreatePartitionsRequest) -> CreatePartitionsResp
                 if assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != me) {
                     return Err((
                         ResponseError::InvalidReplicaAssignment.code(),
-                        format!("new partitions may only be assigned to existing brokers (this cluster has broker {me})"),
+                        format!(
+                            "new partitions may only be assigned to existing brokers (this cluster has broker {me})"
+                        ),
                     ));
                 }
             }

@@ -33,7 +33,12 @@ pub fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopi
         result.num_partitions = -1;
         result.replication_factor = -1;
         if counts.get(&name).copied().unwrap_or(0) > 1 {
-            fail(&mut result, ResponseError::InvalidRequest.code(), format!("topic {name} appears more than once in the request"), version);
+            fail(
+                &mut result,
+                ResponseError::InvalidRequest.code(),
+                format!("topic {name} appears more than once in the request"),
+                version,
+            );
         } else {
             match plan(node, &topic) {
                 Err((code, message)) => fail(&mut result, code, message, version),
@@ -42,7 +47,10 @@ pub fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopi
                         validate_topic_name(&name)
                             .map_err(|e| (error_code::catalog(&e), error_code::message(&e)))
                             .and_then(|()| match node.catalog.get(&name) {
-                                Some(_) => Err((ResponseError::TopicAlreadyExists.code(), format!("topic {name} already exists"))),
+                                Some(_) => Err((
+                                    ResponseError::TopicAlreadyExists.code(),
+                                    format!("topic {name} already exists"),
+                                )),
                                 None => Ok(None),
                             })
                     } else {
@@ -88,7 +96,11 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
     let brokers = 1i16;
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
         let partitions = if topic.num_partitions == -1 { node.config.num_partitions } else { topic.num_partitions };
-        let rf = if topic.replication_factor == -1 { node.config.default_replication_factor } else { topic.replication_factor };
+        let rf = if topic.replication_factor == -1 {
+            node.config.default_replication_factor
+        } else {
+            topic.replication_factor
+        };
         (partitions, rf)
     } else {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
@@ -100,23 +112,35 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
         let mut seen = std::collections::BTreeSet::new();
         for a in &topic.assignments {
             if !seen.insert(a.partition_index) {
-                return Err((ResponseError::InvalidReplicaAssignment.code(), format!("partition {} assigned twice", a.partition_index)));
+                return Err((
+                    ResponseError::InvalidReplicaAssignment.code(),
+                    format!("partition {} assigned twice", a.partition_index),
+                ));
             }
             if a.broker_ids.is_empty() || a.broker_ids.iter().any(|b| b.0 != me) || a.broker_ids.len() > 1 {
                 return Err((
                     ResponseError::InvalidReplicaAssignment.code(),
-                    format!("partition {} must be assigned to existing brokers only (this cluster has broker {me})", a.partition_index),
+                    format!(
+                        "partition {} must be assigned to existing brokers only (this cluster has broker {me})",
+                        a.partition_index
+                    ),
                 ));
             }
         }
         let count = i32::try_from(topic.assignments.len()).unwrap_or(i32::MAX);
         if seen.iter().copied().ne(0..count) {
-            return Err((ResponseError::InvalidReplicaAssignment.code(), "assigned partitions must be numbered 0..n".into()));
+            return Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                "assigned partitions must be numbered 0..n".into(),
+            ));
         }
         (count, 1)
     };
     if !(1..=MAX_PARTITIONS).contains(&partitions) {
-        return Err((ResponseError::InvalidPartitions.code(), format!("number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")));
+        return Err((
+            ResponseError::InvalidPartitions.code(),
+            format!("number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}"),
+        ));
     }
     if replication_factor < 1 || replication_factor > brokers {
         return Err((
@@ -128,7 +152,10 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
     for c in &topic.configs {
         let key = c.name.to_string();
         let Some(value) = c.value.as_ref().map(|v| v.to_string()) else {
-            return Err((ResponseError::InvalidConfig.code(), format!("configuration {key} of topic {name} has a null value")));
+            return Err((
+                ResponseError::InvalidConfig.code(),
+                format!("configuration {key} of topic {name} has a null value"),
+            ));
         };
         topic_config::validate_entry(&key, &value).map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
         configs.insert(key, value);

@@ -49,14 +49,20 @@ pub fn handle(node: &Node, req: DescribeConfigsRequest, version: i16) -> Describ
                 if name.is_empty() || name == node.config.node_id.to_string() {
                     Ok(broker_entries(&node.config))
                 } else {
-                    Err((ResponseError::InvalidRequest.code(), format!("broker {name} is not this broker ({})", node.config.node_id)))
+                    Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("broker {name} is not this broker ({})", node.config.node_id),
+                    ))
                 }
             }
             other => Err((ResponseError::InvalidRequest.code(), format!("resource type {other} is not supported"))),
         };
         match entries {
             Ok(entries) => {
-                let wanted = resource.configuration_keys.as_ref().map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+                let wanted = resource
+                    .configuration_keys
+                    .as_ref()
+                    .map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
                 result.configs = entries
                     .into_iter()
                     .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(&e.name)))

@@ -68,7 +68,8 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
             .collect();
         let (resp, bytes, any_error) = read_all(node, &wanted, max_bytes, version);
         let now = tokio::time::Instant::now();
-        if bytes >= min_bytes || bytes > 0 && bytes >= max_bytes || any_error || now >= deadline || watchers.is_empty() {
+        if bytes >= min_bytes || bytes > 0 && bytes >= max_bytes || any_error || now >= deadline || watchers.is_empty()
+        {
             node.metrics.fetched_records_bytes.inc_by(bytes as u64);
             return resp;
         }

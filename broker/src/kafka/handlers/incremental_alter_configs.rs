@@ -74,11 +74,15 @@ fn apply_op(
         }
         APPEND | SUBTRACT => {
             if !LIST_KEYS.contains(&key) {
-                return Err((ResponseError::InvalidRequest.code(), format!("{key} is not a list; APPEND and SUBTRACT do not apply")));
+                return Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("{key} is not a list; APPEND and SUBTRACT do not apply"),
+                ));
             }
             let v = value.ok_or_else(|| invalid(format!("APPEND/SUBTRACT of {key} needs a value")))?;
             let current = configs.get(key).cloned().unwrap_or_else(|| (def.default)(&node.config));
-            let mut items: Vec<String> = current.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+            let mut items: Vec<String> =
+                current.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
             for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 if op == APPEND {
                     if !items.iter().any(|i| i == item) {

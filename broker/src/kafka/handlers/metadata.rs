@@ -3,7 +3,9 @@
 //! allow it, as in Kafka.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use uuid::Uuid;
 

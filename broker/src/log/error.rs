@@ -1,0 +1,46 @@
+//! Why a log operation failed. The protocol layer maps these to Kafka error codes.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::batch::BatchError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("failed to {op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("offset {offset} is out of range: log start offset {log_start_offset}, log end offset {log_end_offset}")]
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
+    #[error("invalid record batch in append")]
+    InvalidBatch(#[from] BatchError),
+    #[error("append carried no record batches")]
+    EmptyAppend,
+    /// Appending with an older epoch would leave batches that recovery must treat as corrupt
+    /// (leader epochs never decrease along a log).
+    #[error("leader epoch {epoch} is older than the log's latest leader epoch {latest}")]
+    LeaderEpochRegression { epoch: i32, latest: i32 },
+    #[error("corrupt record batch at position {position} of {}", path.display())]
+    CorruptBatch {
+        path: PathBuf,
+        position: u64,
+        #[source]
+        source: BatchError,
+    },
+    #[error("failed to decode the records of the batch at offset {offset} in {}", path.display())]
+    DecodeRecords {
+        path: PathBuf,
+        offset: i64,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// `map_err` helper: wraps an io::Error with the operation and the path it failed on.
+pub(crate) fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> LogError + 'a {
+    move |source| LogError::Io { op, path: path.to_path_buf(), source }
+}

@@ -1,0 +1,289 @@
+//! The segmented partition log: one directory per partition replica, holding Kafka record
+//! batches exactly as produced (the broker rewrites only baseOffset, partitionLeaderEpoch and,
+//! for LogAppendTime, maxTimestamp), so that fetches send file ranges unchanged.
+//!
+//! Files in the directory: `<base offset, 20 digits>.log|.index|.timeindex` per segment, and
+//! `log.checkpoint` (log start offset, recovery point, clean-shutdown flag).
+//!
+//! Module map:
+//! - `mod.rs`: [`Log`] — appends, rolls, flushes, close; the public types.
+//! - `open.rs`: `Log::open` — loading segments, deciding what to recover, leftover files.
+//! - `read.rs`: fetch reads, timestamp lookups, header scans.
+//! - `retention.rs`: DeleteRecords and time/size retention.
+//! - `segment.rs`: one segment — its log file and indexes, append, close, delete.
+//! - `recovery.rs`: the recovery scan of a segment and the checks that decide if one is needed.
+//! - `batch.rs`: raw record-batch header parsing, CRC and the in-place rewrites (also used by
+//!   the Produce handler).
+//! - `index.rs` / `time_index.rs`: the sparse offset and time indexes.
+//! - `mmap.rs`: the preallocated memory-mapped entry file under both indexes (the only unsafe).
+//! - `window.rs`: buffered positional reads for walking batch headers.
+//! - `checkpoint.rs`: the atomically replaced `log.checkpoint` file.
+//! - `config.rs`: [`LogConfig`]; `error.rs`: [`LogError`].
+//!
+//! `Log` is not synchronised: its owner wraps it in a mutex. Reads return a [`FileSlice`] (a
+//! shared file handle and a range) so the bytes can be read after the lock is released.
+
+mod batch;
+mod checkpoint;
+mod config;
+mod error;
+mod index;
+mod mmap;
+mod open;
+mod read;
+mod recovery;
+mod retention;
+mod segment;
+mod time_index;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use batch::{
+    batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, verify_crc, BatchError, BatchHeader,
+    BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
+};
+pub use config::LogConfig;
+pub use error::LogError;
+
+use checkpoint::Checkpoint;
+use segment::Segment;
+
+/// What an append wrote.
+#[derive(Debug, Clone)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Largest max timestamp of the appended batches (the append time for LogAppendTime).
+    pub max_timestamp: i64,
+    /// The time stamped on the batches, -1 unless LogAppendTime.
+    pub log_append_time: i64,
+}
+
+/// A range of a segment file to send to a fetcher. The file handle keeps the data readable
+/// even if retention deletes the segment meanwhile.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// Reads exactly the slice's bytes (pread; the file's cursor is not used).
+    pub fn read(&self) -> std::io::Result<Bytes> {
+        let mut buf = vec![0; self.len];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// Which time a topic stamps on its batches (`message.timestamp.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+/// One partition replica's log. See the module documentation.
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    /// Segments by base offset; never empty, the last one is the active segment.
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    /// Everything below this offset is on disk (fsynced).
+    recovery_point: i64,
+    /// Leader epoch of the last batch, -1 when the log holds none.
+    latest_leader_epoch: i32,
+    /// When the oldest unflushed append happened, for `flush.ms`.
+    first_unflushed_ms: Option<i64>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .field("log_start_offset", &self.log_start_offset)
+            .field("log_end_offset", &self.log_end_offset)
+            .field("recovery_point", &self.recovery_point)
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}
+
+impl Log {
+    /// Appends one or more whole batches. Rolls first if the active segment would exceed
+    /// `segment.bytes`, is older than `segment.ms`, or an index is full. Assigns offsets from
+    /// the log end offset, stamps `leader_epoch` (and the time for LogAppendTime) into
+    /// `batches`, writes them to the page cache and indexes them; fsyncs only when
+    /// `flush.messages` is reached.
+    ///
+    /// Every batch's header and CRC are checked again here, and an epoch older than the last
+    /// batch's is refused: recovery truncates the log at the first batch breaking either rule,
+    /// so letting one in could later cost every batch appended after it.
+    pub fn append(
+        &mut self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+        timestamp_type: TimestampType,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let mut ranges = Vec::new();
+        let mut offsets: i64 = 0;
+        for item in batch::batches(batches) {
+            let (header, range) = item?;
+            batch::verify_crc(&batches[range.clone()])?;
+            offsets += i64::from(header.last_offset_delta) + 1;
+            ranges.push(range);
+        }
+        if ranges.is_empty() {
+            return Err(LogError::EmptyAppend);
+        }
+        if leader_epoch < self.latest_leader_epoch {
+            return Err(LogError::LeaderEpochRegression { epoch: leader_epoch, latest: self.latest_leader_epoch });
+        }
+        let last_offset = self.log_end_offset + offsets - 1;
+        if let Some(reason) = self.active().roll_reason(batches.len() as u64, last_offset, now_ms, &self.config) {
+            self.roll(reason)?;
+        }
+
+        let first_offset = self.log_end_offset;
+        let mut next_offset = first_offset;
+        let mut max_timestamp = -1;
+        let mut headers = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let bytes = &mut batches[range.clone()];
+            batch::set_base_offset(bytes, next_offset);
+            batch::set_partition_leader_epoch(bytes, leader_epoch);
+            if timestamp_type == TimestampType::LogAppendTime {
+                batch::set_log_append_time(bytes, now_ms);
+            }
+            let header = BatchHeader::parse(bytes)?;
+            max_timestamp = max_timestamp.max(header.max_timestamp);
+            next_offset = header.last_offset() + 1;
+            headers.push((header, range.start as u64));
+        }
+        let config = &self.config;
+        let active = self.segments.values_mut().next_back().expect("a log always has an active segment");
+        active.append(batches, &headers, now_ms, config)?;
+        self.log_end_offset = next_offset;
+        self.latest_leader_epoch = leader_epoch;
+        self.first_unflushed_ms.get_or_insert(now_ms);
+        if self.unflushed_messages() >= self.config.flush_messages {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next_offset - 1,
+            max_timestamp,
+            log_append_time: if timestamp_type == TimestampType::LogAppendTime { now_ms } else { -1 },
+        })
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Bytes of all segment log files (indexes not counted).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// fsync the active segment and its indexes if `flush.messages` or `flush.ms` is due
+    /// (called after appends and by a timer). `flush.ms` counts from the oldest unflushed
+    /// append.
+    pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let unflushed = self.unflushed_messages();
+        if unflushed == 0 {
+            return Ok(());
+        }
+        let waited = self.first_unflushed_ms.map_or(0, |first| now_ms.saturating_sub(first));
+        if unflushed >= self.config.flush_messages || waited >= self.config.flush_ms {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// fsync everything, advance the recovery point to the log end offset, write the
+    /// checkpoint. Older segments were fsynced when they rolled.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.active().flush()?;
+        self.recovery_point = self.log_end_offset;
+        self.first_unflushed_ms = None;
+        self.write_checkpoint(false)
+    }
+
+    /// Clean close: flush, close the active segment's indexes (trimmed, with the closing
+    /// time-index entry) and mark the checkpoint clean so the next open skips recovery.
+    /// Dropping a `Log` without closing it has crash semantics: the next open recovers.
+    pub fn close(mut self) -> Result<(), LogError> {
+        self.flush()?;
+        let active = self.active_mut();
+        active.close_indexes()?;
+        active.flush()?;
+        self.write_checkpoint(true)
+    }
+
+    /// Takes effect for later appends, rolls and retention; the active segment's preallocated
+    /// indexes keep their size until it rolls.
+    pub fn update_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// Closes the active segment (fsynced, indexes trimmed) and starts a new one at the log
+    /// end offset; the recovery point moves to the new segment.
+    fn roll(&mut self, reason: &'static str) -> Result<(), LogError> {
+        let base_offset = self.log_end_offset;
+        let active = self.active_mut();
+        active.close_indexes()?;
+        active.flush()?;
+        let segment = Segment::create(&self.dir, base_offset, &self.config)?;
+        self.segments.insert(base_offset, segment);
+        self.recovery_point = self.recovery_point.max(base_offset);
+        self.first_unflushed_ms = None;
+        self.write_checkpoint(false)?;
+        tracing::debug!(dir = %self.dir.display(), base_offset, reason, "rolled a new segment");
+        Ok(())
+    }
+
+    fn unflushed_messages(&self) -> i64 {
+        self.log_end_offset - self.recovery_point
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+
+    fn write_checkpoint(&self, clean_shutdown: bool) -> Result<(), LogError> {
+        checkpoint::write(&self.dir, &Checkpoint::new(self.log_start_offset, self.recovery_point, clean_shutdown))
+    }
+
+    /// The offset after the last batch of the segment at `base_offset`: the next segment's
+    /// base, or the log end offset for the active segment.
+    fn segment_end_offset(&self, base_offset: i64) -> i64 {
+        self.segments.range(base_offset + 1..).next().map_or(self.log_end_offset, |(next, _)| *next)
+    }
+}
