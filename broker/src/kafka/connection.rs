@@ -2,9 +2,10 @@
 //!
 //! A frame is an i32 size and that many bytes. The size is checked before anything is
 //! buffered: zero, negative or above `socket.request.max.bytes` closes the connection without
-//! allocating. Before reading a body the connection takes that many bytes of the broker-wide
-//! request budget (`queued.max.request.bytes`), so many large requests at once wait instead
-//! of exhausting memory. Requests are answered in the order they arrive (clients pipeline).
+//! allocating. The body is read in chunks, each taking its bytes from the broker-wide request
+//! budget (`queued.max.request.bytes`) before it is buffered: memory follows the bytes that
+//! arrive, not the size a frame claims, and many large requests at once wait instead of
+//! exhausting memory. Requests are answered in the order they arrive (clients pipeline).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::node::Node;
 use crate::shutdown::Shutdown;
@@ -30,6 +31,31 @@ pub struct ConnectionLimits {
     pub max_request_bytes: u32,
     /// Permits are bytes of request bodies held in memory at once.
     pub request_budget: Arc<Semaphore>,
+}
+
+/// Bodies are read in chunks of at most this size, so memory grows with the bytes that
+/// actually arrive, never with the size a frame claims.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// Reads a body of `size` bytes, taking request budget for each chunk before buffering it.
+async fn read_body<'a, R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut R,
+    size: u32,
+    budget: &'a Semaphore,
+) -> std::io::Result<(BytesMut, Vec<SemaphorePermit<'a>>)> {
+    let size = size as usize;
+    let mut frame = BytesMut::new();
+    let mut permits = Vec::new();
+    while frame.len() < size {
+        let chunk = (size - frame.len()).min(READ_CHUNK);
+        // `chunk` <= READ_CHUNK fits in u32.
+        let permit = budget.acquire_many(chunk as u32).await.map_err(std::io::Error::other)?;
+        permits.push(permit);
+        let start = frame.len();
+        frame.resize(start + chunk, 0);
+        reader.read_exact(&mut frame[start..]).await?;
+    }
+    Ok((frame, permits))
 }
 
 /// Why a connection ended.
@@ -63,7 +89,9 @@ async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
+    let mut _permits: Vec<SemaphorePermit<'_>> = Vec::new();
     loop {
+        _permits.clear();
         let size = tokio::select! {
             _ = shutdown.wait() => return End::Shutdown,
             r = tokio::time::timeout(IDLE_TIMEOUT, reader.read_i32()) => match r {
@@ -83,11 +111,8 @@ async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown
                 limits.max_request_bytes
             ));
         }
-        let Ok(_permit) = limits.request_budget.acquire_many(size).await else {
-            return End::Shutdown;
-        };
-        let mut frame = BytesMut::zeroed(size as usize);
-        match tokio::time::timeout(BODY_TIMEOUT, reader.read_exact(&mut frame)).await {
+        let frame = match tokio::time::timeout(BODY_TIMEOUT, read_body(&mut reader, size, &limits.request_budget)).await
+        {
             Err(_) => {
                 return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"))
             }
@@ -95,8 +120,12 @@ async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown
                 return End::Protocol(format!("connection closed inside a request of {size} bytes"))
             }
             Ok(Err(e)) => return End::Io(e),
-            Ok(Ok(_)) => {}
-        }
+            Ok(Ok((frame, permits))) => {
+                // The budget is held until the request is handled.
+                _permits = permits;
+                frame
+            }
+        };
         node.metrics.network_bytes_in.inc_by(u64::from(size) + 4);
         let api = router::api_of(&frame);
         let started = Instant::now();

@@ -76,10 +76,12 @@ impl Segment {
         if let Some((offset, position)) = self.index.last() {
             match self.window(HEADER_WINDOW).header_at(position) {
                 Ok(header) if header.base_offset == offset => {}
-                Ok(header) => return Ok(Some(format!(
+                Ok(header) => {
+                    return Ok(Some(format!(
                     "offset index's last entry names offset {offset} at {position}, where a batch at offset {} starts",
                     header.base_offset
-                ))),
+                )))
+                }
                 Err(LogError::CorruptBatch { source, .. }) => {
                     return Ok(Some(format!("offset index's last entry points at no batch: {source}")))
                 }
