@@ -13,7 +13,7 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
-pub fn handle(node: &Node, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+pub fn handle(node: &Node, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     for topic in req.topics {
         let mut t = ListOffsetsTopicResponse::default();
@@ -27,7 +27,10 @@ pub fn handle(node: &Node, req: ListOffsetsRequest, _version: i16) -> ListOffset
             match node.replicas.get(&topic.name, part.partition_index) {
                 None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
                 Some(partition) => {
-                    p.leader_epoch = partition.leader_epoch();
+                    // The leader epoch field exists from v4; older versions must leave it unset.
+                    if version >= 4 {
+                        p.leader_epoch = partition.leader_epoch();
+                    }
                     match part.timestamp {
                         LATEST => p.offset = partition.high_watermark(),
                         EARLIEST | EARLIEST_LOCAL => p.offset = partition.log_start_offset(),
