@@ -1,1 +1,22 @@
-//! e2e
+//! Black-box tests of `strom` processes with real Kafka clients, and the load generator.
+//!
+//! Nothing here links the broker: every test starts the `strom` binary as a child process on
+//! 127.0.0.1 ports of its own and talks to it the way a user would — through librdkafka
+//! (`rdkafka`), through hand-built protocol frames, or by looking at the files it leaves on disk.
+//!
+//! Module map:
+//! - [`broker`]: [`broker::BrokerProcess`] — spawn `strom serve` with its own ports and data dir,
+//!   wait for `/readyz`, SIGKILL / SIGTERM / restart, a tiny HTTP client, RSS, log capture.
+//! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
+//!   every live connection, once or every N ms (network faults for the idempotence test).
+//! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
+//!   admin calls, and an assign-based consumer that reads partitions from the beginning.
+//! - [`wire`]: raw Kafka framing for the hostile-input tests (encode a request, read one response).
+//! - [`segment`]: parse record-batch headers straight out of a partition's `.log` file, so crash
+//!   tests can compute what recovery must keep without trusting the broker.
+
+pub mod broker;
+pub mod clients;
+pub mod proxy;
+pub mod segment;
+pub mod wire;

@@ -1,1 +1,441 @@
-fn main(){}
+//! `strom-load`: a load generator on librdkafka for Strom (or any Kafka-compatible broker).
+//!
+//! Modes, each printing exactly one JSON line on stdout:
+//! `{"mode", "records", "bytes", "secs", "msgs_per_sec", "mb_per_sec",
+//!   "latency_ms": {"p50", "p99", "p999"}, "errors"}`
+//! - `produce`: sends `--records` records as fast as the producer takes them; latency is from
+//!   the send call to the delivery report.
+//! - `consume`: assigns every partition from the beginning and reads until `--records`
+//!   arrived; no latency (nulls).
+//! - `e2e-latency`: produces at a fixed `--rate` for `--duration-secs` with the send time in
+//!   each value while consuming the same topic; latency is consume time minus send time.
+//!
+//! MB means MiB (2^20 bytes), as in Kafka's perf tools. Progress and errors go to stderr.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use e2e::clients;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde::Serialize;
+
+#[derive(Debug, Parser)]
+#[command(name = "strom-load", about = "Load generator for Kafka-compatible brokers")]
+struct Cli {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// Produce records as fast as possible.
+    Produce(ProduceArgs),
+    /// Consume records from the beginning of every partition.
+    Consume(ConsumeArgs),
+    /// Produce at a fixed rate while consuming; report end-to-end latency.
+    #[command(name = "e2e-latency")]
+    E2eLatency(LatencyArgs),
+}
+
+#[derive(Debug, Args)]
+struct Target {
+    /// bootstrap.servers
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// Topic to use.
+    #[arg(long, default_value = "strom-load")]
+    topic: String,
+}
+
+#[derive(Debug, Args)]
+struct ProducerSettings {
+    /// Bytes per record value.
+    #[arg(long, default_value_t = 100)]
+    record_size: usize,
+    /// acks: 0, 1 or all.
+    #[arg(long, default_value = "all", value_parser = ["0", "1", "all", "-1"])]
+    acks: String,
+    /// linger.ms
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
+    /// batch.size in bytes.
+    #[arg(long, default_value_t = 1_000_000)]
+    batch_size: u64,
+    /// compression.codec: none, gzip, snappy, lz4, zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// Create the topic with this many partitions if it does not exist.
+    #[arg(long)]
+    partitions: Option<i32>,
+}
+
+#[derive(Debug, Args)]
+struct ProduceArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    producer: ProducerSettings,
+    /// Records to send.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: usize,
+}
+
+#[derive(Debug, Args)]
+struct ConsumeArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Records to read before stopping.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: usize,
+    /// Give up after this many seconds without a new record.
+    #[arg(long, default_value_t = 30)]
+    idle_timeout_secs: u64,
+}
+
+#[derive(Debug, Args)]
+struct LatencyArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    producer: ProducerSettings,
+    /// Records per second.
+    #[arg(long, default_value_t = 1_000)]
+    rate: u64,
+    /// How long to produce.
+    #[arg(long, default_value_t = 30)]
+    duration_secs: u64,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let outcome = match cli.mode {
+        Mode::Produce(args) => produce(&args),
+        Mode::Consume(args) => consume(&args),
+        Mode::E2eLatency(args) => e2e_latency(&args),
+    };
+    match outcome {
+        Ok(report) => {
+            println!("{}", report.to_json());
+            if report.errors > 0 {
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("strom-load: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// What every mode reports.
+struct Report {
+    mode: &'static str,
+    records: usize,
+    bytes: u64,
+    secs: f64,
+    /// Latencies in microseconds (empty when the mode has none).
+    latencies_us: Vec<u64>,
+    errors: usize,
+}
+
+/// The JSON line, fields in the documented order (a struct, not a map, keeps it).
+#[derive(Serialize)]
+struct Output {
+    mode: &'static str,
+    records: usize,
+    bytes: u64,
+    secs: f64,
+    msgs_per_sec: f64,
+    mb_per_sec: f64,
+    latency_ms: Percentiles,
+    errors: usize,
+}
+
+#[derive(Serialize)]
+struct Percentiles {
+    p50: Option<f64>,
+    p99: Option<f64>,
+    p999: Option<f64>,
+}
+
+impl Report {
+    fn to_json(&self) -> String {
+        let secs = self.secs.max(1e-9);
+        let mut sorted = self.latencies_us.clone();
+        sorted.sort_unstable();
+        let pct = |q: f64| -> Option<f64> {
+            if sorted.is_empty() {
+                return None;
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+            let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+            #[allow(clippy::cast_precision_loss)]
+            Some(round3(sorted[rank - 1] as f64 / 1000.0))
+        };
+        #[allow(clippy::cast_precision_loss)]
+        let (records, bytes) = (self.records as f64, self.bytes as f64);
+        let output = Output {
+            mode: self.mode,
+            records: self.records,
+            bytes: self.bytes,
+            secs: round3(self.secs),
+            msgs_per_sec: round3(records / secs),
+            mb_per_sec: round3(bytes / secs / (1024.0 * 1024.0)),
+            latency_ms: Percentiles { p50: pct(0.50), p99: pct(0.99), p999: pct(0.999) },
+            errors: self.errors,
+        };
+        serde_json::to_string(&output).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn producer_config(target: &Target, settings: &ProducerSettings) -> ClientConfig {
+    let mut config = clients::producer_config(&target.bootstrap, &settings.acks);
+    config
+        .set("linger.ms", settings.linger_ms.to_string())
+        .set("batch.size", settings.batch_size.to_string())
+        .set("compression.codec", &settings.compression);
+    config
+}
+
+fn prepare_topic(target: &Target, settings: &ProducerSettings) -> Result<()> {
+    if let Some(partitions) = settings.partitions {
+        clients::ensure_topic(&target.bootstrap, &target.topic, partitions)?;
+    }
+    Ok(())
+}
+
+/// Values of `size` bytes cut from a fixed pseudo-random text, so compression has something
+/// realistic to chew on (neither all zeros nor incompressible).
+fn value_source(size: usize) -> Vec<u8> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let words = ["order", "user", "id", "amount", "status", "shipped", "eur", "created", "item", "sku"];
+    let mut out = Vec::with_capacity(size + 65_536);
+    while out.len() < size + 65_536 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let word = words[usize::try_from(state % 10).unwrap_or(0)];
+        out.extend_from_slice(word.as_bytes());
+        out.extend_from_slice(format!("={} ", state % 100_000).as_bytes());
+    }
+    out
+}
+
+/// Records the time from each send to its delivery report.
+struct LatencyContext {
+    origin: Instant,
+    latencies_us: Mutex<Vec<u64>>,
+    acked: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl ClientContext for LatencyContext {}
+
+impl ProducerContext for LatencyContext {
+    /// Microseconds since `origin` at the send call.
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent_at_us: usize) {
+        match result {
+            Ok(_) => {
+                let now = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let sent = u64::try_from(sent_at_us).unwrap_or(0);
+                self.latencies_us.lock().unwrap_or_else(|e| e.into_inner()).push(now.saturating_sub(sent));
+                self.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((error, _)) => {
+                if self.failed.fetch_add(1, Ordering::Relaxed) < 5 {
+                    eprintln!("delivery failed: {error}");
+                }
+            }
+        }
+    }
+}
+
+fn produce(args: &ProduceArgs) -> Result<Report> {
+    prepare_topic(&args.target, &args.producer)?;
+    let origin = Instant::now();
+    let context = LatencyContext {
+        origin,
+        latencies_us: Mutex::new(Vec::with_capacity(args.records)),
+        acked: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+    };
+    let producer: ThreadedProducer<LatencyContext> =
+        producer_config(&args.target, &args.producer).create_with_context(context).context("create producer")?;
+    let size = args.producer.record_size;
+    let source = value_source(size);
+    let started = Instant::now();
+    for i in 0..args.records {
+        let start = (i * 7919) % 65_536;
+        let value = &source[start..start + size];
+        let sent_at = usize::try_from(origin.elapsed().as_micros()).unwrap_or(usize::MAX);
+        let record: BaseRecord<'_, (), [u8], usize> =
+            BaseRecord::with_opaque_to(&args.target.topic, sent_at).payload(value);
+        clients::send_blocking(&producer, record).context("enqueue")?;
+    }
+    producer.flush(Duration::from_secs(300)).context("flush")?;
+    let secs = started.elapsed().as_secs_f64();
+    let context = producer.context();
+    let records = context.acked.load(Ordering::Relaxed);
+    let latencies_us = std::mem::take(&mut *context.latencies_us.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(Report {
+        mode: "produce",
+        records,
+        bytes: (records * size) as u64,
+        secs,
+        latencies_us,
+        errors: context.failed.load(Ordering::Relaxed),
+    })
+}
+
+fn all_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
+    let count = clients::partition_count_with(consumer, topic)?;
+    (0..count).map(|p| i32::try_from(p).context("partition index")).collect()
+}
+
+fn consume(args: &ConsumeArgs) -> Result<Report> {
+    let consumer: BaseConsumer = clients::consumer_config(&args.target.bootstrap)
+        .set("fetch.wait.max.ms", "500")
+        .create()
+        .context("create consumer")?;
+    let partitions = all_partitions(&consumer, &args.target.topic)?;
+    let mut assignment = TopicPartitionList::new();
+    for &p in &partitions {
+        assignment.add_partition_offset(&args.target.topic, p, Offset::Beginning)?;
+    }
+    let started = Instant::now();
+    consumer.assign(&assignment).context("assign")?;
+    let idle_timeout = Duration::from_secs(args.idle_timeout_secs);
+    let (mut records, mut bytes, mut errors) = (0usize, 0u64, 0usize);
+    let mut last_progress = Instant::now();
+    while records < args.records {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                records += 1;
+                let len = message.payload_len() + message.key().map_or(0, <[u8]>::len);
+                bytes += len as u64;
+                last_progress = Instant::now();
+            }
+            Some(Err(e)) => {
+                errors += 1;
+                if errors <= 5 {
+                    eprintln!("consume error: {e}");
+                }
+            }
+            None => {}
+        }
+        if last_progress.elapsed() > idle_timeout {
+            eprintln!("no record for {idle_timeout:?}: stopping at {records} of {}", args.records);
+            errors += 1;
+            break;
+        }
+    }
+    Ok(Report {
+        mode: "consume",
+        records,
+        bytes,
+        secs: started.elapsed().as_secs_f64(),
+        latencies_us: Vec::new(),
+        errors: if records < args.records { errors.max(1) } else { 0 },
+    })
+}
+
+fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
+    if args.rate == 0 || args.duration_secs == 0 {
+        bail!("--rate and --duration-secs must be positive");
+    }
+    let size = args.producer.record_size.max(16);
+    prepare_topic(&args.target, &args.producer)?;
+    let origin = Instant::now();
+    let total = usize::try_from(args.rate * args.duration_secs).context("too many records")?;
+
+    // The consumer starts at the current end of every partition, named explicitly so that no
+    // record produced after this point can be skipped.
+    let consumer: BaseConsumer = clients::consumer_config(&args.target.bootstrap)
+        .set("fetch.wait.max.ms", "100")
+        .set("fetch.min.bytes", "1")
+        .create()
+        .context("create consumer")?;
+    let mut assignment = TopicPartitionList::new();
+    for p in all_partitions(&consumer, &args.target.topic)? {
+        let (_, high) = consumer
+            .fetch_watermarks(&args.target.topic, p, clients::ADMIN_TIMEOUT)
+            .with_context(|| format!("watermarks of partition {p}"))?;
+        assignment.add_partition_offset(&args.target.topic, p, Offset::Offset(high))?;
+    }
+    consumer.assign(&assignment).context("assign")?;
+    let produce_for = Duration::from_secs(args.duration_secs);
+    let reader = thread::spawn(move || {
+        let deadline = Instant::now() + produce_for + Duration::from_secs(30);
+        let mut latencies_us = Vec::with_capacity(total);
+        let mut bytes = 0u64;
+        while latencies_us.len() < total && Instant::now() < deadline {
+            if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+                let now = u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let Some(payload) = message.payload() else {
+                    continue;
+                };
+                let Some(stamp) = payload.get(..8) else {
+                    continue;
+                };
+                let mut sent = [0u8; 8];
+                sent.copy_from_slice(stamp);
+                latencies_us.push(now.saturating_sub(u64::from_be_bytes(sent)));
+                bytes += payload.len() as u64;
+            }
+        }
+        (latencies_us, bytes)
+    });
+
+    let producer: ThreadedProducer<_> = producer_config(&args.target, &args.producer)
+        .create_with_context(clients::TrackingContext::default())
+        .context("create producer")?;
+    let source = value_source(size);
+    let started = Instant::now();
+    let mut value = vec![0u8; size];
+    for i in 0..total {
+        // Record i is due at i / rate seconds after the start.
+        #[allow(clippy::cast_precision_loss)]
+        let due = started + Duration::from_secs_f64(i as f64 / args.rate as f64);
+        let now = Instant::now();
+        if due > now {
+            thread::sleep(due - now);
+        }
+        let start = (i * 7919) % 65_536;
+        value.copy_from_slice(&source[start..start + size]);
+        let sent = u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        value[..8].copy_from_slice(&sent.to_be_bytes());
+        let record: BaseRecord<'_, (), [u8], usize> =
+            BaseRecord::with_opaque_to(&args.target.topic, i).payload(value.as_slice());
+        clients::send_blocking(&producer, record).context("enqueue")?;
+    }
+    let produced_secs = started.elapsed().as_secs_f64();
+    producer.flush(Duration::from_secs(60)).context("flush")?;
+    let failed = producer.context().log.failed_count();
+    let (latencies_us, bytes) = reader.join().map_err(|_| anyhow::anyhow!("consumer thread panicked"))?;
+    let records = latencies_us.len();
+    if records < total {
+        eprintln!("consumed {records} of {total} records");
+    }
+    Ok(Report {
+        mode: "e2e-latency",
+        records,
+        bytes,
+        secs: produced_secs,
+        latencies_us,
+        errors: failed + (total - records),
+    })
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Third-party clients against a fresh Strom broker: kcat (librdkafka, as Debian ships it) and
+# kafka-python (a pure-Python client with its own protocol code).
+#
+# Installs what it needs if missing: kcat from Debian's packages, and a venv at <repo>/.venv
+# with kafka-python (pinned) plus the Python codec libraries. Starts target/release/strom (or
+# $STROM_BIN) on free ports with a temp data dir, runs the round trips, and ends with the line
+#   clients: N passed, M failed
+# exiting non-zero if anything failed. The broker is stopped on exit, whatever happens.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SCRIPTS="$REPO/e2e/scripts"
+STROM_BIN=${STROM_BIN:-$REPO/target/release/strom}
+VENV="$REPO/.venv"
+KAFKA_PYTHON_VERSION=3.0.12
+KCAT_RECORDS=1000
+
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "PASS $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
+
+if [[ ! -x "$STROM_BIN" ]]; then
+  echo "no strom binary at $STROM_BIN: build it first: cargo build --release -p broker" >&2
+  exit 2
+fi
+
+# --- tools ----------------------------------------------------------------------------------
+if ! command -v kcat >/dev/null 2>&1; then
+  echo "installing kcat"
+  apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import kafka, sys; sys.exit(kafka.__version__ != '$KAFKA_PYTHON_VERSION')" 2>/dev/null; then
+  "$VENV/bin/pip" install -q "kafka-python==$KAFKA_PYTHON_VERSION"
+fi
+for lib in python-snappy lz4 zstandard; do
+  module=${lib#python-}
+  if ! "$VENV/bin/python" -c "import $module" 2>/dev/null; then
+    # A codec library that cannot be installed only skips that codec (the script says so).
+    "$VENV/bin/pip" install -q "$lib" || echo "could not install $lib: its codec will be skipped"
+  fi
+done
+
+# --- broker ---------------------------------------------------------------------------------
+WORK=$(mktemp -d -t strom-clients-XXXXXX)
+BROKER_PID=
+cleanup() {
+  local rc=$?
+  if [[ -n "$BROKER_PID" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
+    kill -TERM "$BROKER_PID" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$BROKER_PID" 2>/dev/null || true
+    wait "$BROKER_PID" 2>/dev/null || true
+  fi
+  if [[ $rc -ne 0 || $FAILED -ne 0 ]]; then
+    echo "----- strom log tail ($WORK/strom.log) -----"
+    tail -n 40 "$WORK/strom.log" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+KAFKA_PORT=$(free_port)
+HTTP_PORT=$(free_port)
+while [[ "$HTTP_PORT" == "$KAFKA_PORT" ]]; do HTTP_PORT=$(free_port); done
+BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
+
+"$STROM_BIN" serve --node-id 0 --data-dir "$WORK/data" \
+  --kafka-listen "$BOOTSTRAP" --http-listen "127.0.0.1:$HTTP_PORT" >"$WORK/strom.log" 2>&1 &
+BROKER_PID=$!
+
+ready() {
+  python3 - "$HTTP_PORT" <<'EOF'
+import sys, urllib.request
+try:
+    sys.exit(0 if urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/readyz", timeout=2).status == 200 else 1)
+except Exception:
+    sys.exit(1)
+EOF
+}
+deadline=$((SECONDS + 60))
+until ready; do
+  if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+    echo "strom exited before becoming ready" >&2
+    exit 1
+  fi
+  if ((SECONDS > deadline)); then
+    echo "strom not ready within 60s" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+echo "strom ready on $BOOTSTRAP (pid $BROKER_PID)"
+
+# --- kcat -----------------------------------------------------------------------------------
+kcat_roundtrip() {
+  local codec=$1 topic="kcat-$1"
+  "$VENV/bin/python" "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" \
+    create-topic --topic "$topic" --partitions 3
+  local input="$WORK/$topic.in" want="$WORK/$topic.want" got="$WORK/$topic.got"
+  for i in $(seq 0 $((KCAT_RECORDS - 1))); do echo "key-$((i % 37)):value-$i"; done >"$input"
+  if ! kcat -b "$BOOTSTRAP" -t "$topic" -P -K: -X acks=all -X "compression.codec=$codec" \
+      -H "source=kcat" -H "dup=first" -H "dup=second" <"$input" 2>"$WORK/$topic.err"; then
+    fail "kcat $codec: produce failed: $(tail -n 3 "$WORK/$topic.err")"
+    return
+  fi
+  # One line per record: key, value and headers; partitions interleave, so compare sorted.
+  sed 's/$/ source=kcat,dup=first,dup=second/; s/:/ /' "$input" | sort >"$want"
+  if ! timeout 60 kcat -b "$BOOTSTRAP" -t "$topic" -C -e -o beginning -q \
+      -f '%k %s %h\n' 2>"$WORK/$topic.err" | sort >"$got"; then
+    fail "kcat $codec: consume failed: $(tail -n 3 "$WORK/$topic.err")"
+    return
+  fi
+  if diff -q "$want" "$got" >/dev/null; then
+    pass "kcat $codec ($KCAT_RECORDS records)"
+  else
+    fail "kcat $codec: consumed records differ ($(wc -l <"$got") read, $KCAT_RECORDS produced): $(diff "$want" "$got" | head -n 4 | tr '\n' ' ')"
+  fi
+  # Per-partition order: offsets ascend and values of one key ascend.
+  if ! timeout 60 kcat -b "$BOOTSTRAP" -t "$topic" -C -e -o beginning -q -f '%p %o %k %s\n' 2>/dev/null |
+      awk '{ split($4, v, "-"); if (($1 in off) && $2 <= off[$1]) bad++; if (($3 in seq) && v[2] <= seq[$3]) bad++;
+             off[$1] = $2; seq[$3] = v[2] } END { exit bad > 0 }'; then
+    fail "kcat $codec: records out of order within a partition"
+  fi
+}
+
+for codec in none lz4; do
+  kcat_roundtrip "$codec"
+done
+
+# --- kafka-python ---------------------------------------------------------------------------
+set +e
+"$VENV/bin/python" "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" roundtrip \
+  --records 10000 --codecs none,gzip,snappy,lz4,zstd >"$WORK/python.out" 2>"$WORK/python.err"
+py_rc=$?
+set -e
+cat "$WORK/python.out"
+py_pass=$(grep -c '^PASS ' "$WORK/python.out" || true)
+py_fail=$(grep -c '^FAIL ' "$WORK/python.out" || true)
+PASSED=$((PASSED + py_pass))
+FAILED=$((FAILED + py_fail))
+if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
+  fail "kafka-python: the script exited with $py_rc: $(tail -n 5 "$WORK/python.err" | tr '\n' ' ')"
+fi
+
+if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+  fail "strom died during the client round trips"
+fi
+
+echo "clients: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,289 @@
+//! A user-space TCP proxy on `127.0.0.1:0` that forwards to one target (a broker's Kafka port)
+//! and can drop every live connection — once with [`TcpProxy::cut_all`], or every N ms with
+//! [`TcpProxy::start_cutting`].
+//!
+//! Cutting a connection in the middle of a pipelined exchange loses requests and responses in
+//! flight, which is exactly what makes a client retry: the broker then has to recognise the
+//! retried batches (idempotent producers) instead of appending them twice. Clients only go
+//! through the proxy if the broker advertises the proxy's address (`--advertised-kafka`).
+//!
+//! Plain threads, not tokio: the proxy must keep forwarding whatever the test's own threads
+//! or runtimes are doing.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+/// A running proxy. Dropping it stops accepting and cuts every connection.
+pub struct TcpProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+    cutter: Option<Cutter>,
+}
+
+impl std::fmt::Debug for TcpProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpProxy").field("addr", &self.addr).field("target", &self.shared.target).finish()
+    }
+}
+
+struct Cutter {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+struct Shared {
+    target: SocketAddr,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    accepted: AtomicU64,
+    cut: AtomicU64,
+    /// Live connections: (client side, upstream side), by id.
+    conns: Mutex<HashMap<u64, (TcpStream, TcpStream)>>,
+}
+
+impl Shared {
+    fn conns(&self) -> MutexGuard<'_, HashMap<u64, (TcpStream, TcpStream)>> {
+        // A pump thread that panicked while holding the lock leaves a usable map behind.
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cut_all(&self) -> usize {
+        let conns: Vec<_> = self.conns().drain().collect();
+        for (_, (client, upstream)) in &conns {
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = upstream.shutdown(Shutdown::Both);
+        }
+        self.cut.fetch_add(conns.len() as u64, Ordering::Relaxed);
+        conns.len()
+    }
+}
+
+impl TcpProxy {
+    /// Listens on a free loopback port and forwards every connection to `target`.
+    pub fn start(target: SocketAddr) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").context("bind proxy listener")?;
+        let addr = listener.local_addr().context("proxy local_addr")?;
+        let shared = Arc::new(Shared {
+            target,
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            cut: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+        });
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("proxy-accept".into())
+                .spawn(move || accept_loop(listener, shared))
+                .context("spawn proxy acceptor")?
+        };
+        Ok(Self { addr, shared, acceptor: Some(acceptor), cutter: None })
+    }
+
+    /// The address clients should connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Drops every live connection (both sides); returns how many were cut.
+    pub fn cut_all(&self) -> usize {
+        self.shared.cut_all()
+    }
+
+    /// Cuts every live connection every `every` until [`Self::stop_cutting`] or drop.
+    pub fn start_cutting(&mut self, every: Duration) -> Result<()> {
+        self.stop_cutting();
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let stop = Arc::clone(&stop);
+            let shared = Arc::clone(&self.shared);
+            thread::Builder::new()
+                .name("proxy-cutter".into())
+                .spawn(move || {
+                    let step = Duration::from_millis(5).min(every);
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut waited = Duration::ZERO;
+                        while waited < every && !stop.load(Ordering::Relaxed) {
+                            thread::sleep(step);
+                            waited += step;
+                        }
+                        if !stop.load(Ordering::Relaxed) {
+                            shared.cut_all();
+                        }
+                    }
+                })
+                .context("spawn proxy cutter")?
+        };
+        self.cutter = Some(Cutter { stop, handle });
+        Ok(())
+    }
+
+    /// Stops the periodic cutting; live connections stay up.
+    pub fn stop_cutting(&mut self) {
+        if let Some(cutter) = self.cutter.take() {
+            cutter.stop.store(true, Ordering::Relaxed);
+            let _ = cutter.handle.join();
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Connections cut so far (by [`Self::cut_all`] or the cutter).
+    pub fn cut_count(&self) -> u64 {
+        self.shared.cut.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.stop_cutting();
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wake the blocking accept() so the thread sees `stopping`.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        self.shared.cut_all();
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for incoming in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(client) = incoming else {
+            // EMFILE and friends: back off instead of spinning.
+            thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let Ok(upstream) = TcpStream::connect_timeout(&shared.target, Duration::from_secs(2)) else {
+            // The broker is down: the client sees a closed connection, as it would without us.
+            continue;
+        };
+        shared.accepted.fetch_add(1, Ordering::Relaxed);
+        let _ = client.set_nodelay(true);
+        let _ = upstream.set_nodelay(true);
+        let (Ok(c2), Ok(u2), Ok(c3), Ok(u3)) =
+            (client.try_clone(), upstream.try_clone(), client.try_clone(), upstream.try_clone())
+        else {
+            continue;
+        };
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        shared.conns().insert(id, (c3, u3));
+        let done = Arc::new(AtomicU64::new(0));
+        for (from, to, name) in [(client, u2, "proxy-up"), (upstream, c2, "proxy-down")] {
+            let for_pump = Arc::clone(&shared);
+            let done = Arc::clone(&done);
+            let spawned = thread::Builder::new().name(name.into()).spawn(move || {
+                pump(from, to);
+                // The second pump to finish forgets the connection.
+                if done.fetch_add(1, Ordering::SeqCst) == 1 {
+                    for_pump.conns().remove(&id);
+                }
+            });
+            if spawned.is_err() {
+                shared.cut_all();
+            }
+        }
+    }
+}
+
+/// Copies `from` to `to` until EOF or an error, then passes the close on.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => {
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    let _ = from.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => {
+                let _ = to.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind echo server");
+        let addr = listener.local_addr().expect("echo addr");
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                thread::spawn(move || {
+                    let Ok(mut back) = stream.try_clone() else {
+                        return;
+                    };
+                    let mut from = stream;
+                    let _ = std::io::copy(&mut from, &mut back);
+                });
+            }
+        });
+        addr
+    }
+
+    fn roundtrip(stream: &mut TcpStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
+        stream.write_all(msg)?;
+        let mut buf = vec![0u8; msg.len()];
+        stream.read_exact(&mut buf)?;
+        Ok(buf)
+    }
+
+    #[test]
+    fn forwards_both_ways_and_cut_all_drops_live_connections() {
+        let proxy = TcpProxy::start(echo_server()).expect("start proxy");
+        let mut a = TcpStream::connect(proxy.addr()).expect("connect through proxy");
+        a.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        assert_eq!(roundtrip(&mut a, b"hello").expect("echo"), b"hello");
+        assert_eq!(proxy.cut_all(), 1);
+        let mut buf = [0u8; 1];
+        assert!(matches!(a.read(&mut buf), Ok(0) | Err(_)), "a cut connection is closed");
+        let mut b = TcpStream::connect(proxy.addr()).expect("reconnect");
+        b.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        assert_eq!(roundtrip(&mut b, b"again").expect("echo after cut"), b"again");
+        assert_eq!(proxy.accepted(), 2);
+    }
+
+    #[test]
+    fn periodic_cutting_keeps_cutting_until_stopped() {
+        let mut proxy = TcpProxy::start(echo_server()).expect("start proxy");
+        proxy.start_cutting(Duration::from_millis(20)).expect("cutter");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while proxy.cut_count() < 3 {
+            assert!(std::time::Instant::now() < deadline, "cutter did not cut");
+            if let Ok(mut s) = TcpStream::connect(proxy.addr()) {
+                let _ = s.write_all(b"x");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        proxy.stop_cutting();
+        let mut s = TcpStream::connect(proxy.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        thread::sleep(Duration::from_millis(60));
+        assert_eq!(roundtrip(&mut s, b"calm").expect("no cuts after stop"), b"calm");
+    }
+}
