@@ -68,6 +68,20 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// Log output: `text` or `json`. Default text.
     pub log_format: String,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`. Default 50.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`. Default 100 MiB.
+    pub offsets_topic_segment_bytes: u64,
+    /// `offsets.retention.minutes`: offsets of a group without members expire after this. Default 7 days.
+    pub offsets_retention_minutes: i64,
+    /// `offset.metadata.max.bytes`. Default 4096.
+    pub offset_metadata_max_bytes: usize,
+    /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members. Default 3000.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// `group.min.session.timeout.ms`. Default 6000.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`. Default 1800000.
+    pub group_max_session_timeout_ms: i32,
 }
 
 impl Default for BrokerConfig {
@@ -100,6 +114,13 @@ impl Default for BrokerConfig {
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections: 10_000,
             log_format: "text".to_string(),
+            offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 100 * 1024 * 1024,
+            offsets_retention_minutes: 7 * 24 * 60,
+            offset_metadata_max_bytes: 4096,
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
         }
     }
 }
@@ -145,6 +166,17 @@ impl BrokerConfig {
         }
         if self.queued_max_request_bytes < u64::from(self.socket_request_max_bytes) {
             return fail("queued_max_request_bytes", "must be >= socket_request_max_bytes");
+        }
+        if !(1..=1000).contains(&self.offsets_topic_num_partitions) {
+            return fail("offsets_topic_num_partitions", "must be between 1 and 1000");
+        }
+        if self.offsets_retention_minutes < 1 {
+            return fail("offsets_retention_minutes", "must be >= 1");
+        }
+        if self.group_min_session_timeout_ms < 0
+            || self.group_min_session_timeout_ms > self.group_max_session_timeout_ms
+        {
+            return fail("group_min_session_timeout_ms", "must be >= 0 and <= group_max_session_timeout_ms");
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return fail("log_format", "must be text or json");

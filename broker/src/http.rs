@@ -11,6 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use crate::group::GroupCoordinator;
 use crate::metrics::Metrics;
 use crate::partition::ReplicaManager;
 use crate::shutdown::Shutdown;
@@ -20,6 +21,7 @@ use crate::shutdown::Shutdown;
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub replicas: Arc<ReplicaManager>,
+    pub groups: Arc<GroupCoordinator>,
     pub ready: Arc<AtomicBool>,
 }
 
@@ -34,7 +36,7 @@ pub async fn run(listener: TcpListener, state: HttpState, mut shutdown: Shutdown
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let body = state.metrics.render(&state.replicas.all());
+    let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }
 

@@ -8,6 +8,7 @@
 //!   every replica on this broker.
 //! - [`metadata`]: the cluster metadata this broker serves — topics, their ids, partition counts
 //!   and configs — persisted under `<data>/metadata/`, plus the producer-id allocator.
+//! - [`group`]: the consumer-group coordinator and committed offsets in `__consumer_offsets`.
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`; [`metrics`] holds the Prometheus registry.
@@ -18,6 +19,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod group;
 pub mod http;
 pub mod kafka;
 pub mod log;

@@ -28,6 +28,9 @@ pub struct Metrics {
     pub connections: Gauge,
     pub produced_records_bytes: Counter,
     pub fetched_records_bytes: Counter,
+    offset_commits: Counter,
+    groups: Family<[(&'static str, &'static str); 1], Gauge>,
+    rebalances: Gauge,
     log_end_offset: Family<PartitionLabels, Gauge>,
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
@@ -56,6 +59,9 @@ impl Metrics {
         let connections = Gauge::default();
         let produced_records_bytes = Counter::default();
         let fetched_records_bytes = Counter::default();
+        let offset_commits = Counter::default();
+        let groups = Family::<[(&'static str, &'static str); 1], Gauge>::default();
+        let rebalances = Gauge::default();
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
         let log_start_offset = Family::<PartitionLabels, Gauge>::default();
         let log_size_bytes = Family::<PartitionLabels, Gauge>::default();
@@ -75,6 +81,9 @@ impl Metrics {
         registry.register("kafka_connections", "Open Kafka client connections", connections.clone());
         registry.register("produced_bytes", "Record batch bytes appended by Produce", produced_records_bytes.clone());
         registry.register("fetched_bytes", "Record batch bytes returned by Fetch", fetched_records_bytes.clone());
+        registry.register("offset_commits", "OffsetCommit requests handled", offset_commits.clone());
+        registry.register("consumer_groups", "Consumer groups by state", groups.clone());
+        registry.register("group_rebalances", "Completed consumer-group rebalances since start", rebalances.clone());
         registry.register("log_end_offset", "Log end offset of each partition", log_end_offset.clone());
         registry.register("log_start_offset", "Log start offset of each partition", log_start_offset.clone());
         registry.register("log_size_bytes", "Bytes on disk of each partition's log", log_size_bytes.clone());
@@ -88,6 +97,9 @@ impl Metrics {
             connections,
             produced_records_bytes,
             fetched_records_bytes,
+            offset_commits,
+            groups,
+            rebalances,
             log_end_offset,
             log_start_offset,
             log_size_bytes,
@@ -106,8 +118,18 @@ impl Metrics {
         self.request_errors.get_or_create(&[("api", api)]).inc();
     }
 
-    /// The Prometheus text exposition, with partition gauges read now.
-    pub fn render(&self, partitions: &[Arc<Partition>]) -> String {
+    pub fn observe_offset_commit(&self) {
+        self.offset_commits.inc();
+    }
+
+    /// The Prometheus text exposition, with partition and group gauges read now.
+    pub fn render(&self, partitions: &[Arc<Partition>], group_states: &[&'static str], rebalances: u64) -> String {
+        self.rebalances.set(i64::try_from(rebalances).unwrap_or(i64::MAX));
+        self.groups.clear();
+        for state in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
+            let n = group_states.iter().filter(|s| **s == state).count();
+            self.groups.get_or_create(&[("state", state)]).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         self.log_end_offset.clear();
         self.log_start_offset.clear();
         self.log_size_bytes.clear();

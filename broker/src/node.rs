@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::BrokerConfig;
+use crate::group::{GroupConfig, GroupCoordinator, OFFSETS_TOPIC};
 use crate::metadata::{Catalog, CatalogError, ClusterIdentity, ProducerIdAllocator, TopicMetadata};
 use crate::metrics::Metrics;
 use crate::partition::{PartitionError, ReplicaManager};
@@ -31,6 +32,19 @@ pub struct Node {
     pub replicas: Arc<ReplicaManager>,
     pub producer_ids: ProducerIdAllocator,
     pub metrics: Arc<Metrics>,
+    pub groups: Arc<GroupCoordinator>,
+}
+
+/// The coordinator's settings from the broker's.
+pub fn group_config(c: &BrokerConfig) -> GroupConfig {
+    GroupConfig {
+        offsets_topic_partitions: c.offsets_topic_num_partitions,
+        initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms: c.group_min_session_timeout_ms,
+        max_session_timeout_ms: c.group_max_session_timeout_ms,
+        offsets_retention_ms: c.offsets_retention_minutes.saturating_mul(60_000),
+        offset_metadata_max_bytes: c.offset_metadata_max_bytes,
+    }
 }
 
 impl Node {
@@ -40,6 +54,28 @@ impl Node {
             self.replicas.ensure_topic(&topic)?;
         }
         Ok(())
+    }
+
+    /// Creates `__consumer_offsets` on first use, as Kafka does (FindCoordinator). It keeps
+    /// records until they are superseded: no time or size retention.
+    pub fn ensure_offsets_topic(&self) -> Result<(), TopicOpError> {
+        if self.catalog.get(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let configs = BTreeMap::from([
+            ("retention.ms".to_string(), "-1".to_string()),
+            ("retention.bytes".to_string(), "-1".to_string()),
+            ("segment.bytes".to_string(), self.config.offsets_topic_segment_bytes.to_string()),
+        ]);
+        match self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs) {
+            Ok(_) | Err(TopicOpError::Catalog(CatalogError::TopicAlreadyExists(_))) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether clients may not write to or delete this topic directly.
+    pub fn is_internal(topic: &str) -> bool {
+        topic == OFFSETS_TOPIC
     }
 
     /// Creates a topic and its partitions.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{BrokerConfig, ConfigError};
+use crate::group::GroupCoordinator;
 use crate::http::{self, HttpState};
 use crate::kafka::listener;
 use crate::metadata::cluster::IdentityError;
@@ -96,7 +97,13 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
     let ready = Arc::new(AtomicBool::new(false));
-    let http_state = HttpState { metrics: metrics.clone(), replicas: replicas.clone(), ready: ready.clone() };
+    let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
+    let http_state = HttpState {
+        metrics: metrics.clone(),
+        replicas: replicas.clone(),
+        groups: groups.clone(),
+        ready: ready.clone(),
+    };
     let http_task = tokio::spawn(http::run(http_listener, http_state, shutdown.clone()));
 
     let node = Arc::new(Node {
@@ -108,6 +115,7 @@ pub async fn run(
         replicas: replicas.clone(),
         producer_ids,
         metrics,
+        groups,
     });
     let started = std::time::Instant::now();
     {
@@ -125,8 +133,10 @@ pub async fn run(
             })?
             .map_err(ServerError::OpenPartitions)?;
     }
+    let groups_loaded = node.groups.load();
     tracing::info!(
         node_id = config.node_id,
+        groups = groups_loaded,
         cluster_id = %node.identity.cluster_id,
         kafka = %kafka_addr,
         advertised = %format!("{}:{}", node.advertised_host, node.advertised_port),
@@ -140,11 +150,13 @@ pub async fn run(
 
     let retention_task =
         tokio::spawn(retention_loop(replicas.clone(), config.log_retention_check_interval_ms, shutdown.clone()));
+    let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
     listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
 
     tracing::info!("shutting down: flushing partitions");
     ready.store(false, Ordering::Release);
     retention_task.abort();
+    group_task.abort();
     let flush = replicas.clone();
     if let Err(e) = tokio::task::spawn_blocking(move || flush.flush_all()).await {
         tracing::error!(error = %e, "flush task failed");
@@ -182,6 +194,18 @@ async fn retention_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shu
         let r = replicas.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || r.enforce_retention(now_ms())).await {
             tracing::error!(error = %e, "retention task failed");
+        }
+    }
+}
+
+/// Drives the group coordinator's timers (session expiry, rebalance deadlines).
+async fn group_tick_loop(node: Arc<Node>, mut shutdown: Shutdown) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = ticker.tick() => node.groups.tick(),
         }
     }
 }

@@ -85,6 +85,27 @@ pub struct ServeArgs {
     /// Log output: text or json.
     #[arg(long, env = "STROM_LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// offsets.topic.num.partitions (partitions of __consumer_offsets).
+    #[arg(long, env = "STROM_OFFSETS_TOPIC_NUM_PARTITIONS")]
+    pub offsets_topic_num_partitions: Option<i32>,
+    /// offsets.topic.segment.bytes.
+    #[arg(long, env = "STROM_OFFSETS_TOPIC_SEGMENT_BYTES")]
+    pub offsets_topic_segment_bytes: Option<u64>,
+    /// offsets.retention.minutes.
+    #[arg(long, env = "STROM_OFFSETS_RETENTION_MINUTES")]
+    pub offsets_retention_minutes: Option<i64>,
+    /// offset.metadata.max.bytes.
+    #[arg(long, env = "STROM_OFFSET_METADATA_MAX_BYTES")]
+    pub offset_metadata_max_bytes: Option<usize>,
+    /// group.initial.rebalance.delay.ms.
+    #[arg(long, env = "STROM_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    pub group_initial_rebalance_delay_ms: Option<u64>,
+    /// group.min.session.timeout.ms.
+    #[arg(long, env = "STROM_GROUP_MIN_SESSION_TIMEOUT_MS")]
+    pub group_min_session_timeout_ms: Option<i32>,
+    /// group.max.session.timeout.ms.
+    #[arg(long, env = "STROM_GROUP_MAX_SESSION_TIMEOUT_MS")]
+    pub group_max_session_timeout_ms: Option<i32>,
 }
 
 impl ServeArgs {
@@ -119,7 +140,14 @@ impl ServeArgs {
             socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections,
-            log_format
+            log_format,
+            offsets_topic_num_partitions,
+            offsets_topic_segment_bytes,
+            offsets_retention_minutes,
+            offset_metadata_max_bytes,
+            group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms,
+            group_max_session_timeout_ms
         );
         if self.advertised_kafka.is_some() {
             c.advertised_kafka = self.advertised_kafka;
@@ -151,6 +179,25 @@ mod tests {
             .expect("parse");
         let c = w.args.into_config().expect("config");
         assert_eq!((c.node_id, c.num_partitions, c.log_retention_ms), (4, 3, -1));
+    }
+
+    #[test]
+    fn group_flags_reach_the_config() {
+        let w = Wrapper::try_parse_from([
+            "x",
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--offsets-topic-num-partitions",
+            "3",
+            "--group-min-session-timeout-ms",
+            "100",
+        ])
+        .expect("parse");
+        let c = w.args.into_config().expect("config");
+        assert_eq!(
+            (c.group_initial_rebalance_delay_ms, c.offsets_topic_num_partitions, c.group_min_session_timeout_ms),
+            (0, 3, 100)
+        );
     }
 
     #[test]

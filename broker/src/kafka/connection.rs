@@ -75,7 +75,7 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits,
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
     node.metrics.connections.inc();
-    let end = run(&node, stream, &limits, &mut shutdown).await;
+    let end = run(&node, &peer, stream, &limits, &mut shutdown).await;
     node.metrics.connections.dec();
     match end {
         End::Eof | End::Shutdown => tracing::debug!(%peer, "connection closed"),
@@ -85,7 +85,7 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits,
     }
 }
 
-async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown: &mut Shutdown) -> End {
+async fn run(node: &Node, peer: &str, stream: TcpStream, limits: &ConnectionLimits, shutdown: &mut Shutdown) -> End {
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
@@ -129,7 +129,7 @@ async fn run(node: &Node, stream: TcpStream, limits: &ConnectionLimits, shutdown
         node.metrics.network_bytes_in.inc_by(u64::from(size) + 4);
         let api = router::api_of(&frame);
         let started = Instant::now();
-        let reply = router::handle_frame(node, frame.freeze()).await;
+        let reply = router::handle_frame(node, peer, frame.freeze()).await;
         let api_name = api.map_or("unknown", |a| a.name);
         match reply {
             Reply::Frame(buf) => {

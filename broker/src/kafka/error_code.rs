@@ -3,6 +3,7 @@
 
 use kafka_protocol::error::ResponseError;
 
+use crate::group::GroupError;
 use crate::log::LogError;
 use crate::metadata::CatalogError;
 use crate::node::TopicOpError;
@@ -61,4 +62,30 @@ pub fn message(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+pub fn group(e: &GroupError) -> i16 {
+    let code = match e {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        GroupError::Storage(_) => ResponseError::UnknownServerError,
+    };
+    code.code()
+}
+
+/// The code of an optional group error (None is success).
+pub fn group_opt(e: &Option<GroupError>) -> i16 {
+    e.as_ref().map_or(NONE, group)
 }

@@ -6,10 +6,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    RequestHeader, ResponseHeader,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -29,6 +30,14 @@ pub enum Reply {
     Close(String),
 }
 
+/// Who sent a request: the header's client id and the connection's address (DescribeGroups
+/// reports both for each member).
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    pub client_id: String,
+    pub host: String,
+}
+
 /// The API a frame names, for metrics, once its header is known.
 pub fn api_of(frame: &[u8]) -> Option<&'static SupportedApi> {
     let key = i16::from_be_bytes([*frame.first()?, *frame.get(1)?]);
@@ -36,7 +45,7 @@ pub fn api_of(frame: &[u8]) -> Option<&'static SupportedApi> {
 }
 
 /// Handles one request frame (without its size prefix).
-pub async fn handle_frame(node: &Node, frame: Bytes) -> Reply {
+pub async fn handle_frame(node: &Node, peer: &str, frame: Bytes) -> Reply {
     if frame.len() < 8 {
         return Reply::Close(format!("request of {} bytes is shorter than a request header", frame.len()));
     }
@@ -63,14 +72,25 @@ pub async fn handle_frame(node: &Node, frame: Bytes) -> Reply {
         Ok(h) => h,
         Err(e) => return Reply::Close(format!("malformed {} request header: {e}", api.name)),
     };
-    dispatch(node, key, version, &header, body).await
+    let client = ClientInfo {
+        client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+        host: format!("/{peer}"),
+    };
+    dispatch(node, &client, key, version, &header, body).await
 }
 
 fn decode<T: Decodable>(name: &str, body: &mut Bytes, version: i16) -> Result<T, Reply> {
     T::decode(body, version).map_err(|e| Reply::Close(format!("malformed {name} v{version} request: {e}")))
 }
 
-async fn dispatch(node: &Node, key: ApiKey, version: i16, header: &RequestHeader, mut body: Bytes) -> Reply {
+async fn dispatch(
+    node: &Node,
+    client: &ClientInfo,
+    key: ApiKey,
+    version: i16,
+    header: &RequestHeader,
+    mut body: Bytes,
+) -> Reply {
     let c = header.correlation_id;
     macro_rules! req {
         ($ty:ty) => {
@@ -124,6 +144,37 @@ async fn dispatch(node: &Node, key: ApiKey, version: i16, header: &RequestHeader
         }
         ApiKey::InitProducerId => {
             encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)))
+        }
+        ApiKey::FindCoordinator => {
+            encode(key, version, c, &handlers::find_coordinator::handle(node, req!(FindCoordinatorRequest), version))
+        }
+        ApiKey::JoinGroup => {
+            encode(key, version, c, &handlers::join_group::handle(node, client, req!(JoinGroupRequest), version).await)
+        }
+        ApiKey::SyncGroup => {
+            encode(key, version, c, &handlers::sync_group::handle(node, req!(SyncGroupRequest), version).await)
+        }
+        ApiKey::Heartbeat => encode(key, version, c, &handlers::heartbeat::handle(node, req!(HeartbeatRequest))),
+        ApiKey::LeaveGroup => {
+            encode(key, version, c, &handlers::leave_group::handle(node, req!(LeaveGroupRequest), version))
+        }
+        ApiKey::OffsetCommit => {
+            encode(key, version, c, &handlers::offset_commit::handle(node, req!(OffsetCommitRequest), version))
+        }
+        ApiKey::OffsetFetch => {
+            encode(key, version, c, &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version))
+        }
+        ApiKey::DescribeGroups => {
+            encode(key, version, c, &handlers::describe_groups::handle(node, req!(DescribeGroupsRequest), version))
+        }
+        ApiKey::ListGroups => {
+            encode(key, version, c, &handlers::list_groups::handle(node, req!(ListGroupsRequest), version))
+        }
+        ApiKey::DeleteGroups => {
+            encode(key, version, c, &handlers::delete_groups::handle(node, req!(DeleteGroupsRequest)))
+        }
+        ApiKey::OffsetDelete => {
+            encode(key, version, c, &handlers::offset_delete::handle(node, req!(OffsetDeleteRequest)))
         }
         other => Reply::Close(format!("API {other:?} is listed as supported but has no route")),
     }

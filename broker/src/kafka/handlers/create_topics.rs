@@ -92,6 +92,12 @@ type Plan = (i32, i16, BTreeMap<String, String>);
 /// Resolves defaults and validates everything but the name: (partitions, replication factor, configs).
 fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
     let name = topic.name.to_string();
+    if Node::is_internal(&name) {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            format!("{name} is an internal topic; the broker creates it"),
+        ));
+    }
     let me = node.config.node_id;
     let brokers = 1i16;
     let (partitions, replication_factor) = if topic.assignments.is_empty() {

@@ -33,6 +33,12 @@ pub fn handle(node: &Node, req: DeleteTopicsRequest, version: i16) -> DeleteTopi
                     r.error_message = Some(str_bytes(&format!("no topic with id {id}")));
                 }
             }
+            Some(n) if Node::is_internal(&n) => {
+                r.error_code = ResponseError::InvalidTopicException.code();
+                if version >= 5 {
+                    r.error_message = Some(str_bytes(&format!("{n} is an internal topic and cannot be deleted")));
+                }
+            }
             Some(n) => match node.delete_topic(&n) {
                 Ok(deleted) => {
                     r.name = Some(topic_name(&n));

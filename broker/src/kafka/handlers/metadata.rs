@@ -60,7 +60,8 @@ fn by_name(node: &Node, name: &str, auto_create: bool) -> MetadataResponseTopic 
     if let Err(e) = validate_topic_name(name) {
         return failed(error_code::catalog(&e));
     }
-    if !auto_create {
+    // Internal topics are created by the broker itself, never by a client's Metadata request.
+    if !auto_create || Node::is_internal(name) {
         return failed(ResponseError::UnknownTopicOrPartition.code());
     }
     match node.create_topic(name, node.config.num_partitions, Default::default()) {
@@ -94,7 +95,7 @@ fn describe(node: &Node, topic: &TopicMetadata) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.name = Some(topic_name(&topic.name));
     t.topic_id = topic.id;
-    t.is_internal = false;
+    t.is_internal = Node::is_internal(&topic.name);
     t.partitions = (0..topic.partitions)
         .map(|index| {
             let mut p = MetadataResponsePartition::default();

@@ -42,6 +42,15 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                 topic_resp.partition_responses.push(p);
                 continue;
             }
+            if Node::is_internal(&topic.name) {
+                p.error_code = ResponseError::InvalidTopicException.code();
+                if version >= 8 {
+                    p.error_message = Some(str_bytes("clients may not write to an internal topic"));
+                }
+                failures.push(format!("{}: internal topic", &*topic.name));
+                topic_resp.partition_responses.push(p);
+                continue;
+            }
             let Some(partition) = node.replicas.get(&topic.name, data.index) else {
                 p.error_code = ResponseError::UnknownTopicOrPartition.code();
                 failures.push(format!("{}-{}: unknown topic or partition", &*topic.name, data.index));

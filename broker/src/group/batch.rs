@@ -1,0 +1,150 @@
+//! Building and reading the record batches the coordinator writes to `__consumer_offsets`:
+//! uncompressed magic-2 batches of key/value records without headers. The broker writes
+//! them, so reading only needs to understand what it writes; anything else is reported.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::log::{self, BatchHeader};
+
+fn put_varint(buf: &mut BytesMut, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        buf.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    buf.put_u8(z as u8);
+}
+
+fn get_varint(buf: &mut &[u8]) -> Option<i64> {
+    let mut z: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.first()?;
+        buf.advance(1);
+        z |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+        }
+    }
+    None
+}
+
+/// One uncompressed batch holding `records` (key, value-or-tombstone) stamped `timestamp`.
+pub fn encode(records: &[(Bytes, Option<Bytes>)], timestamp: i64) -> Bytes {
+    let mut body = BytesMut::new();
+    for (i, (key, value)) in records.iter().enumerate() {
+        let mut r = BytesMut::new();
+        r.put_i8(0); // attributes
+        put_varint(&mut r, 0); // timestamp delta
+        put_varint(&mut r, i as i64); // offset delta
+        put_varint(&mut r, key.len() as i64);
+        r.put_slice(key);
+        match value {
+            Some(v) => {
+                put_varint(&mut r, v.len() as i64);
+                r.put_slice(v);
+            }
+            None => put_varint(&mut r, -1),
+        }
+        put_varint(&mut r, 0); // headers
+        put_varint(&mut body, r.len() as i64);
+        body.put_slice(&r);
+    }
+    let count = records.len() as i32;
+    let mut batch = BytesMut::with_capacity(log::BATCH_HEADER_LEN + body.len());
+    batch.put_i64(0); // base offset, assigned by the log
+    batch.put_i32((log::BATCH_HEADER_LEN - log::LOG_OVERHEAD + body.len()) as i32);
+    batch.put_i32(-1); // partition leader epoch, stamped by the log
+    batch.put_i8(2); // magic
+    batch.put_u32(0); // crc, below
+    batch.put_i16(0); // attributes: no compression, CreateTime
+    batch.put_i32((count - 1).max(0));
+    batch.put_i64(timestamp);
+    batch.put_i64(timestamp);
+    batch.put_i64(-1); // producer id
+    batch.put_i16(-1); // producer epoch
+    batch.put_i32(-1); // base sequence
+    batch.put_i32(count);
+    batch.put_slice(&body);
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch.freeze()
+}
+
+/// A record read back: its offset, key and value (None for a tombstone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub offset: i64,
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+}
+
+/// Why a batch of `__consumer_offsets` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Batch(#[from] log::BatchError),
+    #[error("compressed batch at offset {0} in __consumer_offsets (the coordinator writes none)")]
+    Compressed(i64),
+    #[error("malformed record in batch at offset {0}")]
+    Malformed(i64),
+}
+
+/// The key/value records of whole uncompressed batches in `bytes`; control batches are skipped.
+pub fn decode(bytes: &[u8]) -> Result<Vec<KeyValue>, ReadError> {
+    let mut out = Vec::new();
+    for item in log::batches(bytes) {
+        let (header, range): (BatchHeader, std::ops::Range<usize>) = item?;
+        if header.is_control() {
+            continue;
+        }
+        if header.compression_codec() != 0 {
+            return Err(ReadError::Compressed(header.base_offset));
+        }
+        let bad = || ReadError::Malformed(header.base_offset);
+        let mut buf = bytes.get(range.start + log::BATCH_HEADER_LEN..range.end).ok_or_else(bad)?;
+        for _ in 0..header.record_count {
+            let len = usize::try_from(get_varint(&mut buf).ok_or_else(bad)?).map_err(|_| bad())?;
+            let mut rec = buf.get(..len).ok_or_else(bad)?;
+            buf.advance(len);
+            rec.advance(1); // attributes
+            get_varint(&mut rec).ok_or_else(bad)?; // timestamp delta
+            let delta = get_varint(&mut rec).ok_or_else(bad)?;
+            let key_len = get_varint(&mut rec).ok_or_else(bad)?;
+            let key = if key_len < 0 {
+                Bytes::new()
+            } else {
+                let k = rec.get(..key_len as usize).ok_or_else(bad)?;
+                rec.advance(key_len as usize);
+                Bytes::copy_from_slice(k)
+            };
+            let value_len = get_varint(&mut rec).ok_or_else(bad)?;
+            let value = if value_len < 0 {
+                None
+            } else {
+                let v = rec.get(..value_len as usize).ok_or_else(bad)?;
+                Some(Bytes::copy_from_slice(v))
+            };
+            out.push(KeyValue { offset: header.base_offset + delta, key, value });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_batches_are_valid_and_decode_back() {
+        let records =
+            vec![(Bytes::from_static(b"k1"), Some(Bytes::from_static(b"v1"))), (Bytes::from_static(b"k2"), None)];
+        let batch = encode(&records, 1234);
+        log::verify_crc(&batch).expect("crc");
+        let header = BatchHeader::parse(&batch).expect("header");
+        assert_eq!((header.record_count, header.last_offset_delta), (2, 1));
+        let back = decode(&batch).expect("decode");
+        assert_eq!(back[0].key, Bytes::from_static(b"k1"));
+        assert_eq!(back[1].value, None);
+        assert_eq!(back[1].offset, 1);
+    }
+}

@@ -1,0 +1,319 @@
+//! Committed offsets and whole-group operations of the coordinator: OffsetCommit,
+//! OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and loading every
+//! group back from `__consumer_offsets` at start.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::time::now_ms;
+
+use super::batch;
+use super::coordinator::{GroupCoordinator, OFFSETS_TOPIC};
+use super::error::GroupError;
+use super::records::{GroupValue, OffsetValue, RecordKey};
+use super::state::{Group, GroupState};
+
+/// One partition's offset to commit.
+#[derive(Debug, Clone)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+impl GroupCoordinator {
+    /// OffsetCommit. A commit with generation -1 and no member id is a "simple" commit,
+    /// allowed while the group has no members. Returns one result per offset, in order.
+    pub fn commit_offsets(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: Vec<OffsetCommit>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let now_ms = now_ms();
+        let mut groups = self.groups.lock();
+        let group = groups.entry(group_id.to_string()).or_insert_with(|| Group::new(group_id, now_ms));
+        if generation < 0 && member_id.is_empty() {
+            if !group.members.is_empty() {
+                return Err(GroupError::UnknownMemberId);
+            }
+        } else {
+            let member = group.members.get_mut(member_id).ok_or(GroupError::UnknownMemberId)?;
+            member.last_seen = Instant::now();
+            if generation != group.generation {
+                return Err(GroupError::IllegalGeneration);
+            }
+            if group.state == GroupState::CompletingRebalance {
+                return Err(GroupError::RebalanceInProgress);
+            }
+        }
+        let mut results = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for o in offsets {
+            if o.metadata.len() > self.config.offset_metadata_max_bytes {
+                results.push(Err(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            let value = OffsetValue {
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata,
+                commit_timestamp: now_ms,
+            };
+            let key = RecordKey::Offset { group: group_id.to_string(), topic: o.topic.clone(), partition: o.partition };
+            records.push((key.encode(), Some(value.encode())));
+            accepted.push(((o.topic, o.partition), value));
+            results.push(Ok(()));
+        }
+        if !records.is_empty() {
+            // Durable in the log before it is acknowledged or visible.
+            self.persist(group_id, &records)?;
+            group.offsets.extend(accepted);
+        }
+        Ok(results)
+    }
+
+    /// OffsetFetch: the committed offsets of `topics` (every committed partition when None).
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Vec<(String, i32, Option<OffsetValue>)> {
+        let groups = self.groups.lock();
+        let offsets = groups.get(group_id).map(|g| &g.offsets);
+        match topics {
+            None => offsets
+                .map(|o| o.iter().map(|((t, p), v)| (t.clone(), *p, Some(v.clone()))).collect())
+                .unwrap_or_default(),
+            Some(topics) => topics
+                .into_iter()
+                .flat_map(|(topic, partitions)| {
+                    partitions.into_iter().map(move |p| {
+                        let v = offsets.and_then(|o| o.get(&(topic.clone(), p))).cloned();
+                        (topic.clone(), p, v)
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let groups = self.groups.lock();
+        let g = groups.get(group_id)?;
+        let protocol = g.protocol_name.clone().unwrap_or_default();
+        let stable = matches!(g.state, GroupState::Stable);
+        Some(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: protocol.clone(),
+            members: g
+                .members
+                .values()
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: m.metadata_for(&protocol),
+                    assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                })
+                .collect(),
+        })
+    }
+
+    /// (group id, protocol type, state) of every group.
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        let groups = self.groups.lock();
+        let mut all: Vec<_> =
+            groups.values().map(|g| (g.id.clone(), g.protocol_type.clone().unwrap_or_default(), g.state)).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// DeleteGroups: only groups without members; their offsets go with them.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        let mut groups = self.groups.lock();
+        let group = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        if !group.members.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        self.write_tombstones(group)?;
+        groups.remove(group_id);
+        tracing::info!(group = %group_id, "deleted group");
+        Ok(())
+    }
+
+    /// Tombstones for a group's metadata and every offset it committed.
+    pub(super) fn write_tombstones(&self, group: &Group) -> Result<(), GroupError> {
+        let mut records: Vec<(Bytes, Option<Bytes>)> = group
+            .offsets
+            .keys()
+            .map(|(t, p)| {
+                (RecordKey::Offset { group: group.id.clone(), topic: t.clone(), partition: *p }.encode(), None)
+            })
+            .collect();
+        records.push((RecordKey::Group { group: group.id.clone() }.encode(), None));
+        self.persist(&group.id, &records)
+    }
+
+    /// OffsetDelete: removes committed offsets of partitions the group does not consume.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let mut groups = self.groups.lock();
+        let group = groups.get_mut(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let subscribed = subscribed_topics(group);
+        let mut results = Vec::new();
+        let mut records = Vec::new();
+        let mut removed = Vec::new();
+        for (topic, partition) in partitions {
+            if subscribed.iter().any(|t| t == topic) {
+                results.push(Err(GroupError::GroupSubscribedToTopic));
+                continue;
+            }
+            if group.offsets.contains_key(&(topic.clone(), *partition)) {
+                let key =
+                    RecordKey::Offset { group: group_id.to_string(), topic: topic.clone(), partition: *partition };
+                records.push((key.encode(), None));
+                removed.push((topic.clone(), *partition));
+            }
+            results.push(Ok(()));
+        }
+        if !records.is_empty() {
+            self.persist(group_id, &records)?;
+            for k in removed {
+                group.offsets.remove(&k);
+            }
+        }
+        Ok(results)
+    }
+
+    /// Rebuilds every group from `__consumer_offsets` (called once at start). Returns how
+    /// many groups were loaded.
+    pub fn load(&self) -> usize {
+        let now = Instant::now();
+        let now_ms = now_ms();
+        let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
+        for p in 0..self.config.offsets_topic_partitions {
+            let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { continue };
+            let mut offset = partition.log_start_offset();
+            loop {
+                let read = match partition.read(offset, 8 * 1024 * 1024, true) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(partition = p, offset, error = %e, "reading __consumer_offsets failed");
+                        break;
+                    }
+                };
+                let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
+                let mut next = offset;
+                match batch::decode(&bytes) {
+                    Ok(records) => {
+                        for r in records {
+                            next = next.max(r.offset + 1);
+                            match RecordKey::decode(r.key) {
+                                Ok(key) => {
+                                    latest.insert(key, r.value);
+                                }
+                                Err(e) => {
+                                    tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record")
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::error!(partition = p, offset, error = %e, "skipping unreadable batch"),
+                }
+                // Move past whole batches even when they held no records.
+                for (h, _) in crate::log::batches(&bytes).flatten() {
+                    next = next.max(h.last_offset() + 1);
+                }
+                if next <= offset {
+                    break;
+                }
+                offset = next;
+            }
+        }
+        let mut groups = self.groups.lock();
+        for (key, value) in latest {
+            let id = key.group().to_string();
+            match (key, value) {
+                (RecordKey::Group { .. }, Some(v)) => match GroupValue::decode(v) {
+                    Ok(gv) => {
+                        groups.entry(id.clone()).or_insert_with(|| Group::new(&id, now_ms)).restore(gv, now, now_ms)
+                    }
+                    Err(e) => tracing::warn!(group = %id, error = %e, "skipping group metadata"),
+                },
+                (RecordKey::Offset { topic, partition, .. }, Some(v)) => match OffsetValue::decode(v) {
+                    Ok(ov) => {
+                        groups
+                            .entry(id.clone())
+                            .or_insert_with(|| Group::new(&id, now_ms))
+                            .offsets
+                            .insert((topic, partition), ov);
+                    }
+                    Err(e) => tracing::warn!(group = %id, error = %e, "skipping offset"),
+                },
+                _ => {}
+            }
+        }
+        groups.len()
+    }
+}
+
+/// Topics named in the members' subscriptions (consumer protocol: version i16, then an array
+/// of topic strings), for OffsetDelete's check.
+fn subscribed_topics(group: &Group) -> Vec<String> {
+    let protocol = group.protocol_name.clone().unwrap_or_default();
+    let mut topics = Vec::new();
+    for m in group.members.values() {
+        let meta = m.metadata_for(&protocol);
+        let mut buf: &[u8] = &meta;
+        let take = |buf: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+            let out = buf.get(..n)?.to_vec();
+            *buf = &buf[n..];
+            Some(out)
+        };
+        let parse = |buf: &mut &[u8]| -> Option<Vec<String>> {
+            take(buf, 2)?;
+            let count = i32::from_be_bytes(take(buf, 4)?.try_into().ok()?);
+            let mut out = Vec::new();
+            for _ in 0..count.clamp(0, 100_000) {
+                let len = i16::from_be_bytes(take(buf, 2)?.try_into().ok()?);
+                out.push(String::from_utf8(take(buf, usize::try_from(len).ok()?)?).ok()?);
+            }
+            Some(out)
+        };
+        topics.extend(parse(&mut buf).unwrap_or_default());
+    }
+    topics
+}

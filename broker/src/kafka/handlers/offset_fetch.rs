@@ -1,0 +1,90 @@
+//! OffsetFetch: committed offsets of one group (v0–7) or several (v8+); a partition without
+//! a committed offset reports -1.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+
+use crate::group::records::OffsetValue;
+use crate::node::Node;
+
+use super::{str_bytes, topic_name};
+
+type Fetched = Vec<(String, i32, Option<OffsetValue>)>;
+/// Offsets of one topic: (partition, committed offset if any).
+type TopicOffsets = (String, Vec<(i32, Option<OffsetValue>)>);
+
+pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let mut resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in &req.groups {
+            let topics = g
+                .topics
+                .as_ref()
+                .map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect());
+            let fetched = node.groups.fetch_offsets(&g.group_id, topics);
+            let mut group = OffsetFetchResponseGroup::default();
+            group.group_id = g.group_id.clone();
+            group.topics = grouped(fetched)
+                .into_iter()
+                .map(|(name, parts)| {
+                    let mut t = OffsetFetchResponseTopics::default();
+                    t.name = topic_name(&name);
+                    t.partitions = parts
+                        .into_iter()
+                        .map(|(p, v)| {
+                            let mut out = OffsetFetchResponsePartitions::default();
+                            out.partition_index = p;
+                            out.committed_offset = v.as_ref().map_or(-1, |v| v.offset);
+                            out.committed_leader_epoch = v.as_ref().map_or(-1, |v| v.leader_epoch);
+                            out.metadata = Some(str_bytes(v.as_ref().map_or("", |v| v.metadata.as_str())));
+                            out
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            resp.groups.push(group);
+        }
+        return resp;
+    }
+    let topics =
+        req.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect());
+    let fetched = node.groups.fetch_offsets(&req.group_id, topics);
+    resp.topics = grouped(fetched)
+        .into_iter()
+        .map(|(name, parts)| {
+            let mut t = OffsetFetchResponseTopic::default();
+            t.name = topic_name(&name);
+            t.partitions = parts
+                .into_iter()
+                .map(|(p, v)| {
+                    let mut out = OffsetFetchResponsePartition::default();
+                    out.partition_index = p;
+                    out.committed_offset = v.as_ref().map_or(-1, |v| v.offset);
+                    if version >= 5 {
+                        out.committed_leader_epoch = v.as_ref().map_or(-1, |v| v.leader_epoch);
+                    }
+                    out.metadata = Some(str_bytes(v.as_ref().map_or("", |v| v.metadata.as_str())));
+                    out
+                })
+                .collect();
+            t
+        })
+        .collect();
+    resp
+}
+
+/// Groups fetched offsets by topic, keeping the order topics first appear in.
+fn grouped(fetched: Fetched) -> Vec<TopicOffsets> {
+    let mut out: Vec<TopicOffsets> = Vec::new();
+    for (topic, partition, value) in fetched {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, parts)) => parts.push((partition, value)),
+            None => out.push((topic, vec![(partition, value)])),
+        }
+    }
+    out
+}
