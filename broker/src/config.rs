@@ -82,6 +82,8 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`. Default 1800000.
     pub group_max_session_timeout_ms: i32,
+    /// `log.cleaner.backoff.ms`: how often the log cleaner looks for compacted topics to clean. Default 15000.
+    pub log_cleaner_interval_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -121,6 +123,7 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
+            log_cleaner_interval_ms: 15_000,
         }
     }
 }
@@ -151,6 +154,9 @@ impl BrokerConfig {
         }
         if self.log_retention_check_interval_ms == 0 {
             return fail("log_retention_check_interval_ms", "must be > 0");
+        }
+        if self.log_cleaner_interval_ms == 0 {
+            return fail("log_cleaner_interval_ms", "must be > 0");
         }
         if self.min_insync_replicas < 1 {
             return fail("min_insync_replicas", "must be >= 1");

@@ -56,15 +56,14 @@ impl Node {
         Ok(())
     }
 
-    /// Creates `__consumer_offsets` on first use, as Kafka does (FindCoordinator). It keeps
-    /// records until they are superseded: no time or size retention.
+    /// Creates `__consumer_offsets` on first use, as Kafka does (FindCoordinator): compacted,
+    /// so each group's latest metadata and offsets are kept and superseded ones cleaned away.
     pub fn ensure_offsets_topic(&self) -> Result<(), TopicOpError> {
         if self.catalog.get(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
         let configs = BTreeMap::from([
-            ("retention.ms".to_string(), "-1".to_string()),
-            ("retention.bytes".to_string(), "-1".to_string()),
+            ("cleanup.policy".to_string(), "compact".to_string()),
             ("segment.bytes".to_string(), self.config.offsets_topic_segment_bytes.to_string()),
         ]);
         match self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs) {

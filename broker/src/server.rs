@@ -151,12 +151,14 @@ pub async fn run(
     let retention_task =
         tokio::spawn(retention_loop(replicas.clone(), config.log_retention_check_interval_ms, shutdown.clone()));
     let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
+    let cleaner_task = tokio::spawn(cleaner_loop(replicas.clone(), config.log_cleaner_interval_ms, shutdown.clone()));
     listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
 
     tracing::info!("shutting down: flushing partitions");
     ready.store(false, Ordering::Release);
     retention_task.abort();
     group_task.abort();
+    cleaner_task.abort();
     let flush = replicas.clone();
     if let Err(e) = tokio::task::spawn_blocking(move || flush.flush_all()).await {
         tracing::error!(error = %e, "flush task failed");
@@ -194,6 +196,22 @@ async fn retention_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shu
         let r = replicas.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || r.enforce_retention(now_ms())).await {
             tracing::error!(error = %e, "retention task failed");
+        }
+    }
+}
+
+/// The log cleaner: compacts topics with cleanup.policy=compact (including __consumer_offsets).
+async fn cleaner_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shutdown: Shutdown) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = ticker.tick() => {}
+        }
+        let r = replicas.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || r.compact_all(now_ms())).await {
+            tracing::error!(error = %e, "log cleaner task failed");
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct ServeArgs {
     /// group.max.session.timeout.ms.
     #[arg(long, env = "STROM_GROUP_MAX_SESSION_TIMEOUT_MS")]
     pub group_max_session_timeout_ms: Option<i32>,
+    /// How often the log cleaner compacts topics with cleanup.policy=compact (log.cleaner.backoff.ms).
+    #[arg(long, env = "STROM_LOG_CLEANER_INTERVAL_MS")]
+    pub log_cleaner_interval_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -147,7 +150,8 @@ impl ServeArgs {
             offset_metadata_max_bytes,
             group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms,
-            group_max_session_timeout_ms
+            group_max_session_timeout_ms,
+            log_cleaner_interval_ms
         );
         if self.advertised_kafka.is_some() {
             c.advertised_kafka = self.advertised_kafka;

@@ -23,22 +23,22 @@ const MIN_BATCH_LENGTH: i32 = (BATCH_HEADER_LEN - LOG_OVERHEAD) as i32;
 
 // Field offsets within a batch.
 const BASE_OFFSET: usize = 0;
-const BATCH_LENGTH: usize = 8;
+pub(super) const BATCH_LENGTH: usize = 8;
 const PARTITION_LEADER_EPOCH: usize = 12;
 const MAGIC: usize = 16;
-const CRC: usize = 17;
+pub(super) const CRC: usize = 17;
 /// The CRC covers everything from the attributes to the end of the batch.
 pub(crate) const CRC_COVERED_FROM: usize = 21;
-const ATTRIBUTES: usize = 21;
+pub(super) const ATTRIBUTES: usize = 21;
 const LAST_OFFSET_DELTA: usize = 23;
 const BASE_TIMESTAMP: usize = 27;
 const MAX_TIMESTAMP: usize = 35;
 const PRODUCER_ID: usize = 43;
 const PRODUCER_EPOCH: usize = 51;
 const BASE_SEQUENCE: usize = 53;
-const RECORD_COUNT: usize = 57;
+pub(super) const RECORD_COUNT: usize = 57;
 
-const COMPRESSION_CODEC_MASK: i16 = 0x07;
+pub(super) const COMPRESSION_CODEC_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_MASK: i16 = 0x10;
 const CONTROL_MASK: i16 = 0x20;

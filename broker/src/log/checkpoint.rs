@@ -55,11 +55,18 @@ pub(crate) fn read(dir: &Path) -> Result<Option<Checkpoint>, LogError> {
 }
 
 pub(crate) fn write(dir: &Path, checkpoint: &Checkpoint) -> Result<(), LogError> {
-    let tmp = dir.join(TMP_FILE);
     let path = dir.join(CHECKPOINT_FILE);
     let json = serde_json::to_vec(checkpoint).map_err(|e| io_error("encode checkpoint", &path)(e.into()))?;
+    replace_file(dir, CHECKPOINT_FILE, TMP_FILE, &json)
+}
+
+/// Replaces `dir/name` with `bytes` atomically: writes `dir/tmp_name` (which should end in
+/// `.tmp`, a suffix `Log::open` clears), fsyncs it, renames it over `name`, fsyncs `dir`.
+pub(crate) fn replace_file(dir: &Path, name: &str, tmp_name: &str, bytes: &[u8]) -> Result<(), LogError> {
+    let tmp = dir.join(tmp_name);
+    let path = dir.join(name);
     let mut file = File::create(&tmp).map_err(io_error("create checkpoint", &tmp))?;
-    file.write_all(&json).map_err(io_error("write checkpoint", &tmp))?;
+    file.write_all(bytes).map_err(io_error("write checkpoint", &tmp))?;
     file.sync_all().map_err(io_error("fsync checkpoint", &tmp))?;
     drop(file);
     fs::rename(&tmp, &path).map_err(io_error("rename checkpoint into", &path))?;

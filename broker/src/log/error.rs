@@ -4,6 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::batch::BatchError;
+use super::records::RecordsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -37,6 +38,20 @@ pub enum LogError {
         offset: i64,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// From [`super::for_each_record`], which has no file to name.
+    #[error("invalid records in the batch at offset {offset}")]
+    InvalidRecords {
+        offset: i64,
+        #[source]
+        source: RecordsError,
+    },
+    #[error("failed to rewrite the batch at offset {offset} of {} for compaction", path.display())]
+    CompactBatch {
+        path: PathBuf,
+        offset: i64,
+        #[source]
+        source: RecordsError,
     },
 }
 

@@ -2,14 +2,19 @@
 //! batches exactly as produced (the broker rewrites only baseOffset, partitionLeaderEpoch and,
 //! for LogAppendTime, maxTimestamp), so that fetches send file ranges unchanged.
 //!
-//! Files in the directory: `<base offset, 20 digits>.log|.index|.timeindex` per segment, and
-//! `log.checkpoint` (log start offset, recovery point, clean-shutdown flag).
+//! Files in the directory: `<base offset, 20 digits>.log|.index|.timeindex` per segment,
+//! `log.checkpoint` (log start offset, recovery point, clean-shutdown flag) and, once compacted,
+//! `cleaner.checkpoint` (the first dirty offset).
 //!
 //! Module map:
 //! - `mod.rs`: [`Log`] — appends, rolls, flushes, close; the public types.
 //! - `open.rs`: `Log::open` — loading segments, deciding what to recover, leftover files.
 //! - `read.rs`: fetch reads, timestamp lookups, header scans.
 //! - `retention.rs`: DeleteRecords and time/size retention.
+//! - `compaction.rs`: [`Log::compact`] — which segments a pass cleans, which records survive,
+//!   the cleaner checkpoint; `cleaner.rs`: rewriting one segment and swapping it in.
+//! - `records.rs`: the records inside a batch, parsed from the raw bytes
+//!   ([`for_each_record`]); `codec.rs`: (de)compression of records under a size cap.
 //! - `segment.rs`: one segment — its log file and indexes, append, close, delete.
 //! - `recovery.rs`: the recovery scan of a segment and the checks that decide if one is needed.
 //! - `batch.rs`: raw record-batch header parsing, CRC and the in-place rewrites (also used by
@@ -25,12 +30,16 @@
 
 mod batch;
 mod checkpoint;
+mod cleaner;
+mod codec;
+mod compaction;
 mod config;
 mod error;
 mod index;
 mod mmap;
 mod open;
 mod read;
+pub mod records;
 mod recovery;
 mod retention;
 mod segment;
@@ -52,8 +61,10 @@ pub use batch::{
     batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, verify_crc, BatchError, BatchHeader,
     BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
+pub use compaction::{CompactionConfig, CompactionStats};
 pub use config::LogConfig;
 pub use error::LogError;
+pub use records::{for_each_header, for_each_record, RecordView, RecordsError};
 
 use checkpoint::Checkpoint;
 use segment::Segment;
@@ -108,6 +119,9 @@ pub struct Log {
     latest_leader_epoch: i32,
     /// When the oldest unflushed append happened, for `flush.ms`.
     first_unflushed_ms: Option<i64>,
+    /// The cleaner checkpoint: compaction has rewritten the closed segments below this offset
+    /// (they may have offset gaps); the bytes from here on are dirty. 0 if never compacted.
+    first_dirty_offset: i64,
 }
 
 impl std::fmt::Debug for Log {
@@ -117,6 +131,7 @@ impl std::fmt::Debug for Log {
             .field("log_start_offset", &self.log_start_offset)
             .field("log_end_offset", &self.log_end_offset)
             .field("recovery_point", &self.recovery_point)
+            .field("first_dirty_offset", &self.first_dirty_offset)
             .field("segments", &self.segments.len())
             .finish()
     }

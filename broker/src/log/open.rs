@@ -5,13 +5,16 @@
 //! entry. Otherwise the segment holding the recovery point and every later one are rescanned
 //! batch by batch; the first invalid batch truncates its segment and drops every later
 //! segment. Earlier segments were fsynced when they rolled: their indexes are checked and
-//! rebuilt by a scan if they disagree with the log.
+//! rebuilt by a scan if they disagree with the log. Segments below the cleaner checkpoint were
+//! rewritten by compaction and may have offset gaps; a crash while compaction swapped one in
+//! leaves a `.cleaned` file, deleted here, and possibly missing indexes, rebuilt here.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
 use super::checkpoint;
+use super::compaction::read_cleaner_checkpoint;
 use super::config::LogConfig;
 use super::error::{io_error, LogError};
 use super::segment::{Segment, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
@@ -27,6 +30,7 @@ impl Log {
         fs::create_dir_all(dir).map_err(io_error("create log directory", dir))?;
         let bases = scan_directory(dir)?;
         let checkpoint = checkpoint::read(dir)?;
+        let first_dirty_offset = read_cleaner_checkpoint(dir)?;
         let (log_start_offset, recovery_point, clean) =
             checkpoint.map_or((0, 0, false), |c| (c.log_start_offset.max(0), c.recovery_point, c.clean_shutdown));
         let mut segments = BTreeMap::new();
@@ -45,6 +49,7 @@ impl Log {
             recovery_point,
             latest_leader_epoch: -1,
             first_unflushed_ms: None,
+            first_dirty_offset,
         };
         log.load(clean)?;
         // Not clean any more: a crash from here on must recover.
@@ -69,7 +74,8 @@ impl Log {
                     Some(epoch) => epoch,
                     None => self.epoch_before(base)?,
                 };
-                let recovered = self.segment_mut(base).recover(last_epoch, &config)?;
+                let continuity = self.continuity(base);
+                let recovered = self.segment_mut(base).recover(last_epoch, continuity, &config)?;
                 rescanned.push(base);
                 previous_epoch = Some(recovered.last_epoch);
                 if recovered.truncated_bytes > 0 {
@@ -81,7 +87,8 @@ impl Log {
             let segment = &self.segments[&base];
             if let Some(reason) = segment.check_indexes()? {
                 tracing::warn!(path = %segment.log_path().display(), %reason, "rebuilding the indexes of a segment");
-                let recovered = self.segment_mut(base).recover(i32::MIN, &config)?;
+                let continuity = self.continuity(base);
+                let recovered = self.segment_mut(base).recover(i32::MIN, continuity, &config)?;
                 rescanned.push(base);
                 if recovered.truncated_bytes > 0 {
                     tracing::error!(
@@ -91,10 +98,11 @@ impl Log {
                     );
                 }
             } else if base == active_base {
-                if let Some(reason) = segment.check_tail()? {
+                let continuity = self.continuity(base);
+                if let Some(reason) = segment.check_tail(continuity)? {
                     tracing::warn!(path = %segment.log_path().display(), %reason, "active segment damaged since its clean close; recovering it");
                     let last_epoch = self.epoch_before(base)?;
-                    self.segment_mut(base).recover(last_epoch, &config)?;
+                    self.segment_mut(base).recover(last_epoch, continuity, &config)?;
                 }
             }
         }
@@ -125,6 +133,9 @@ impl Log {
             self.restart_at_log_start()?;
         }
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        // Past the log end offset (an unknown cleaner checkpoint, or a log cut back by
+        // recovery) it would only keep new data from counting as dirty.
+        self.first_dirty_offset = self.first_dirty_offset.min(self.log_end_offset);
         Ok(())
     }
 

@@ -9,11 +9,9 @@
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use kafka_protocol::records::{Record, RecordBatchDecoder};
-
-use super::batch::BatchHeader;
+use super::batch::{verify_crc, BatchHeader};
 use super::error::{io_error, LogError};
+use super::records::{parse_records, records_section};
 use super::segment::Segment;
 use super::window::{FileWindow, HEADER_WINDOW, SCAN_WINDOW};
 use super::{FileSlice, Log};
@@ -205,14 +203,13 @@ impl Segment {
         while position < self.size() {
             let header = window.header_at(position)?;
             if header.last_offset() >= log_start_offset && header.max_timestamp >= timestamp {
-                let found = if header.timestamp_type_log_append() {
+                let found = if header.timestamp_type_log_append() && holds_every_offset(&header) {
                     // Every record carries the batch's append time.
                     (header.record_count > 0).then(|| (header.base_offset.max(log_start_offset), header.max_timestamp))
                 } else {
                     self.records(position, &header)?
-                        .iter()
-                        .find(|r| r.offset >= log_start_offset && r.timestamp >= timestamp)
-                        .map(|r| (r.offset, r.timestamp))
+                        .into_iter()
+                        .find(|&(offset, time)| offset >= log_start_offset && time >= timestamp)
                 };
                 if found.is_some() {
                     return Ok(found);
@@ -229,22 +226,31 @@ impl Segment {
         let Some((position, header)) = self.find_batch(offset, &mut window)? else {
             return Ok(None);
         };
-        if header.timestamp_type_log_append() {
+        if header.timestamp_type_log_append() && holds_every_offset(&header) {
             return Ok(Some(header.base_offset));
         }
-        Ok(self.records(position, &header)?.iter().find(|r| r.timestamp == timestamp).map(|r| r.offset))
+        Ok(self.records(position, &header)?.into_iter().find(|&(_, time)| time == timestamp).map(|(offset, _)| offset))
     }
 
-    /// Decodes (and decompresses) the records of the batch at `position`.
-    fn records(&self, position: u64, header: &BatchHeader) -> Result<Vec<Record>, LogError> {
+    /// The (offset, timestamp) of every record of the batch at `position`, decompressed if needed.
+    fn records(&self, position: u64, header: &BatchHeader) -> Result<Vec<(i64, i64)>, LogError> {
         let mut buf = vec![0; header.total_size()];
         self.log_file().read_exact_at(&mut buf, position).map_err(io_error("read segment log", self.log_path()))?;
-        let mut bytes = Bytes::from(buf);
-        let decoded = RecordBatchDecoder::decode(&mut bytes).map_err(|e| LogError::DecodeRecords {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| LogError::DecodeRecords {
             path: self.log_path().to_path_buf(),
             offset: header.base_offset,
-            source: e.into(),
-        })?;
-        Ok(decoded.records)
+            source,
+        };
+        verify_crc(&buf).map_err(|e| failed(e.into()))?;
+        let mut records = Vec::with_capacity(usize::try_from(header.record_count).unwrap_or(0).min(4096));
+        records_section(&buf, header)
+            .and_then(|section| parse_records(header, &section, |r| records.push((r.view.offset, r.view.timestamp))))
+            .map_err(|e| failed(e.into()))?;
+        Ok(records)
     }
+}
+
+/// Whether a batch still has a record at each of its offsets (compaction may have removed some).
+fn holds_every_offset(header: &BatchHeader) -> bool {
+    i64::from(header.record_count) == i64::from(header.last_offset_delta) + 1
 }

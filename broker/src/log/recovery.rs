@@ -4,7 +4,9 @@
 //! A batch is valid when its header parses, it lies wholly inside the file, its CRC matches,
 //! its base offset is the expected next offset and its leader epoch is not older than the one
 //! before it. `Log::append` refuses anything that would break these rules, so recovery never
-//! cuts what an append accepted — only torn or damaged bytes.
+//! cuts what an append accepted — only torn or damaged bytes. In a segment rewritten by
+//! compaction, whole batches may be gone: there the base offset must only not be below the
+//! expected one ([`Continuity::Gaps`]).
 
 use std::sync::Arc;
 
@@ -13,6 +15,15 @@ use super::config::LogConfig;
 use super::error::LogError;
 use super::segment::Segment;
 use super::window::{FileWindow, HEADER_WINDOW, SCAN_WINDOW};
+
+/// How the offsets of consecutive batches must relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Continuity {
+    /// Each batch starts right after the one before (a segment as appended).
+    Exact,
+    /// Each batch starts after the one before (a segment rewritten by compaction).
+    Gaps,
+}
 
 /// What a recovery scan found.
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +37,12 @@ pub(crate) struct Recovered {
 impl Segment {
     /// Rescans the whole log file, rebuilding both indexes, and truncates it at the first
     /// invalid batch. `last_epoch` is the leader epoch of the batch before this segment.
-    pub(crate) fn recover(&mut self, last_epoch: i32, config: &LogConfig) -> Result<Recovered, LogError> {
+    pub(crate) fn recover(
+        &mut self,
+        last_epoch: i32,
+        continuity: Continuity,
+        config: &LogConfig,
+    ) -> Result<Recovered, LogError> {
         self.reset_indexes(config.index_bytes())?;
         let file = Arc::clone(self.log_file());
         let path = self.log_path().to_path_buf();
@@ -39,7 +55,7 @@ impl Segment {
             if position == size {
                 break None;
             }
-            match check_batch(&mut window, position, Some(next_offset), epoch)? {
+            match check_batch(&mut window, position, Some(next_offset), continuity, epoch)? {
                 Ok(header) => {
                     self.index_batch(&header, position, config.index_interval_bytes);
                     next_offset = header.last_offset() + 1;
@@ -101,7 +117,7 @@ impl Segment {
     /// Checks the part of the log file after the last index entry as recovery would (a clean
     /// shutdown skips recovery, but this is where damage done while stopped, such as a
     /// truncated file, shows). Returns what is wrong.
-    pub(crate) fn check_tail(&self) -> Result<Option<String>, LogError> {
+    pub(crate) fn check_tail(&self, continuity: Continuity) -> Result<Option<String>, LogError> {
         let mut window = self.window(SCAN_WINDOW);
         let (mut expected, mut position) = match self.index.last() {
             // `check_indexes` has verified that this entry starts a batch with that offset.
@@ -110,7 +126,7 @@ impl Segment {
         };
         let mut epoch = i32::MIN;
         while position < self.size() {
-            match check_batch(&mut window, position, expected, epoch)? {
+            match check_batch(&mut window, position, expected, continuity, epoch)? {
                 Ok(header) => {
                     expected = Some(header.last_offset() + 1);
                     epoch = header.partition_leader_epoch;
@@ -152,6 +168,7 @@ fn check_batch(
     window: &mut FileWindow<'_>,
     position: u64,
     expected_offset: Option<i64>,
+    continuity: Continuity,
     min_epoch: i32,
 ) -> Result<Result<BatchHeader, String>, LogError> {
     let header = match window.header_at(position) {
@@ -165,7 +182,11 @@ fn check_batch(
         return Ok(Err(BatchError::CrcMismatch { stored: header.crc, computed }.to_string()));
     }
     if let Some(expected) = expected_offset {
-        if header.base_offset != expected {
+        let follows = match continuity {
+            Continuity::Exact => header.base_offset == expected,
+            Continuity::Gaps => header.base_offset >= expected,
+        };
+        if !follows {
             return Ok(Err(format!("base offset {} where {expected} was expected", header.base_offset)));
         }
     }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::BrokerConfig;
-use crate::log::LogConfig;
+use crate::log::{CompactionConfig, LogConfig};
 
 /// Why a topic config value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +26,7 @@ pub enum ConfigType {
     String,
     Int,
     Long,
+    Double,
 }
 
 impl ConfigType {
@@ -36,6 +37,7 @@ impl ConfigType {
             ConfigType::String => 2,
             ConfigType::Int => 3,
             ConfigType::Long => 5,
+            ConfigType::Double => 6,
         }
     }
 }
@@ -78,14 +80,11 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         name: "cleanup.policy",
         kind: ConfigType::String,
         default: |_| "delete".into(),
-        check: |v| match v {
-            "delete" => Ok(()),
-            "compact" | "compact,delete" | "delete,compact" => {
-                Err("log compaction is not supported yet; only \"delete\" is".into())
-            }
-            _ => Err("must be \"delete\"".into()),
+        check: |v| match cleanup_policy(v) {
+            Some(_) => Ok(()),
+            None => Err("must be \"delete\", \"compact\" or both (comma-separated)".into()),
         },
-        doc: "What happens to old segments: \"delete\" removes them by retention.ms/retention.bytes.",
+        doc: "What happens to old segments: \"delete\" removes them by retention.ms/retention.bytes; \"compact\" keeps the last record of each key.",
     },
     ConfigDef {
         name: "compression.type",
@@ -96,6 +95,13 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
             _ => Err("the broker keeps batches as the producer compressed them; only \"producer\" is supported".into()),
         },
         doc: "Compression of stored batches: \"producer\" keeps the producer's codec.",
+    },
+    ConfigDef {
+        name: "delete.retention.ms",
+        kind: ConfigType::Long,
+        default: |_| "86400000".into(),
+        check: |v| long_at_least(v, 0),
+        doc: "How long tombstones stay readable in a compacted topic.",
     },
     ConfigDef {
         name: "flush.messages",
@@ -141,6 +147,23 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         default: |_| i64::MAX.to_string(),
         check: |v| long_at_least(v, 0),
         doc: "With CreateTime, a batch whose timestamp is further than this in the future is refused.",
+    },
+    ConfigDef {
+        name: "min.cleanable.dirty.ratio",
+        kind: ConfigType::Double,
+        default: |_| "0.5".into(),
+        check: |v| match v.parse::<f64>() {
+            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
+            _ => Err("must be a number between 0 and 1".into()),
+        },
+        doc: "Compaction runs when at least this share of the log has not been compacted yet.",
+    },
+    ConfigDef {
+        name: "min.compaction.lag.ms",
+        kind: ConfigType::Long,
+        default: |_| "0".into(),
+        check: |v| long_at_least(v, 0),
+        doc: "Records younger than this are never compacted away.",
     },
     ConfigDef {
         name: "min.insync.replicas",
@@ -214,9 +237,25 @@ pub fn validate_entry(key: &str, value: &str) -> Result<(), TopicConfigError> {
         ConfigType::Long => {
             value.parse::<i64>().map_err(|_| err("not a 64-bit integer".into()))?;
         }
+        ConfigType::Double => {
+            value.parse::<f64>().map_err(|_| err("not a number".into()))?;
+        }
         ConfigType::String => {}
     }
     (def.check)(value).map_err(err)
+}
+
+/// (delete, compact) for a cleanup.policy value; None if it is not one.
+pub fn cleanup_policy(v: &str) -> Option<(bool, bool)> {
+    let (mut delete, mut compact) = (false, false);
+    for part in v.split(',').map(str::trim) {
+        match part {
+            "delete" => delete = true,
+            "compact" => compact = true,
+            _ => return None,
+        }
+    }
+    (delete || compact).then_some((delete, compact))
 }
 
 /// Validates every override of a topic.
@@ -232,6 +271,9 @@ pub struct TopicConfig {
     pub log_append_time: bool,
     pub timestamp_after_max_ms: i64,
     pub min_insync_replicas: i32,
+    /// cleanup.policy includes compact: the log cleaner compacts this topic.
+    pub compact: bool,
+    pub compaction: CompactionConfig,
 }
 
 impl TopicConfig {
@@ -253,7 +295,8 @@ impl TopicConfig {
                 reason: "not a number".into(),
             })
         }
-        let log = LogConfig {
+        let (delete, compact) = cleanup_policy(&value("cleanup.policy")).unwrap_or((true, false));
+        let mut log = LogConfig {
             segment_bytes: num("segment.bytes", value("segment.bytes"))?,
             segment_ms: num("segment.ms", value("segment.ms"))?,
             segment_index_bytes: num("segment.index.bytes", value("segment.index.bytes"))?,
@@ -263,8 +306,21 @@ impl TopicConfig {
             flush_messages: num("flush.messages", value("flush.messages"))?,
             flush_ms: num("flush.ms", value("flush.ms"))?,
         };
+        if !delete {
+            // A compact-only topic keeps every key's latest record however old or large.
+            log.retention_ms = -1;
+            log.retention_bytes = -1;
+        }
+        let ratio = value("min.cleanable.dirty.ratio");
+        let compaction = CompactionConfig {
+            delete_retention_ms: num("delete.retention.ms", value("delete.retention.ms"))?,
+            min_compaction_lag_ms: num("min.compaction.lag.ms", value("min.compaction.lag.ms"))?,
+            min_cleanable_dirty_ratio: num("min.cleanable.dirty.ratio", ratio)?,
+        };
         Ok(TopicConfig {
             log,
+            compact,
+            compaction,
             max_message_bytes: num("max.message.bytes", value("max.message.bytes"))?,
             log_append_time: value("message.timestamp.type") == "LogAppendTime",
             timestamp_after_max_ms: num("message.timestamp.after.max.ms", value("message.timestamp.after.max.ms"))?,
@@ -316,13 +372,27 @@ mod tests {
     }
 
     #[test]
+    fn compact_only_topics_have_no_time_or_size_retention() {
+        let overrides = BTreeMap::from([
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("retention.ms".to_string(), "1000".to_string()),
+        ]);
+        let cfg = TopicConfig::resolve(&BrokerConfig::default(), &overrides).expect("resolves");
+        assert!(cfg.compact);
+        assert_eq!((cfg.log.retention_ms, cfg.log.retention_bytes), (-1, -1));
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_refused_with_the_key_named() {
         let err = validate_entry("retention.msx", "1").expect_err("unknown key");
         assert_eq!(err.key, "retention.msx");
         assert!(validate_entry("segment.bytes", "10").is_err());
         assert!(validate_entry("segment.bytes", "abc").is_err());
         assert!(validate_entry("message.timestamp.type", "Whenever").is_err());
-        assert!(validate_entry("cleanup.policy", "compact").is_err());
+        assert!(validate_entry("cleanup.policy", "compact").is_ok());
+        assert!(validate_entry("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_entry("cleanup.policy", "shred").is_err());
+        assert!(validate_entry("min.cleanable.dirty.ratio", "1.5").is_err());
         assert!(validate_entry("retention.ms", "-1").is_ok());
     }
 }

@@ -133,6 +133,25 @@ impl ReplicaManager {
         }
     }
 
+    /// Runs the log cleaner on every compacted partition; errors are logged, not fatal.
+    pub fn compact_all(&self, now_ms: i64) {
+        for p in self.all() {
+            match p.compact(now_ms) {
+                Ok(Some(stats)) if stats.segments_cleaned > 0 => tracing::info!(
+                    topic = %p.topic,
+                    partition = p.index,
+                    segments = stats.segments_cleaned,
+                    records_removed = stats.records_removed,
+                    bytes_before = stats.bytes_before,
+                    bytes_after = stats.bytes_after,
+                    "compacted"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "compaction failed"),
+            }
+        }
+    }
+
     /// Flushes every partition (clean shutdown), so the next start skips recovery.
     pub fn flush_all(&self) {
         for p in self.all() {

@@ -381,6 +381,16 @@ impl Partition {
         Ok(deleted)
     }
 
+    /// One log-cleaner pass if the topic is compacted; returns what it did.
+    pub fn compact(&self, now_ms: i64) -> Result<Option<crate::log::CompactionStats>, PartitionError> {
+        let config = self.config();
+        if !config.compact {
+            return Ok(None);
+        }
+        let stats = self.state.lock().log.compact(now_ms, &config.compaction, false).map_err(|e| self.log_error(e))?;
+        Ok(Some(stats))
+    }
+
     /// Flushes the log and advances its recovery point (clean shutdown).
     pub fn flush(&self) -> Result<(), PartitionError> {
         self.state.lock().log.flush().map_err(|e| self.log_error(e))

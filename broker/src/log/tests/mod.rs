@@ -1,9 +1,15 @@
 //! Tests of the partition log, by concern, and the helpers they share.
 //!
-//! Batches are built with kafka-protocol's `RecordBatchEncoder`, as a client would.
+//! Batches are built with kafka-protocol's `RecordBatchEncoder`, as a client would; `keyed.rs`
+//! encodes keyed records byte by byte for the compaction and record-parsing tests.
 
 mod append_read;
+mod compaction;
+mod compaction_crash;
+mod compaction_props;
+mod keyed;
 mod props;
+mod records;
 mod recovery;
 mod retention;
 

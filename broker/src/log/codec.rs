@@ -1,0 +1,207 @@
+//! The compression codecs of record batches (attributes bits 0–2), for the few places that must
+//! look inside a batch: decompressing its records section under a size cap, and compressing a
+//! rewritten one with the batch's own codec. The codecs themselves are kafka-protocol's.
+//!
+//! The cap: a records section may not decompress to more than [`MAX_DECOMPRESSED_BYTES`], nor
+//! to more than [`MAX_COMPRESSION_RATIO`] times its compressed size once past
+//! [`RATIO_FLOOR_BYTES`]. Snappy declares its block sizes up front and is checked before
+//! anything is allocated; kafka-protocol's gzip, lz4 and zstd decoders decompress in one call,
+//! so for them the cap refuses the batch after decompressing it.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
+
+use super::records::RecordsError;
+
+/// Upper bound of a decompressed records section.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+/// Upper bound of decompressed size / compressed size (beyond the floor below).
+pub const MAX_COMPRESSION_RATIO: usize = 100;
+/// Sections decompressing to at most this are never refused for their ratio: small batches of
+/// repetitive values legitimately compress far better than 100:1 and cost nothing.
+pub const RATIO_FLOOR_BYTES: usize = 1 << 20;
+
+/// A record-batch compression codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    /// The codec of a batch's attributes bits 0–2.
+    pub fn from_id(id: i16) -> Result<Codec, RecordsError> {
+        Ok(match id {
+            0 => Codec::None,
+            1 => Codec::Gzip,
+            2 => Codec::Snappy,
+            3 => Codec::Lz4,
+            4 => Codec::Zstd,
+            other => return Err(RecordsError::UnknownCodec(other)),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+/// The most a section of `compressed_len` bytes may decompress to.
+pub fn decompressed_limit(compressed_len: usize) -> usize {
+    compressed_len.saturating_mul(MAX_COMPRESSION_RATIO).clamp(RATIO_FLOOR_BYTES, MAX_DECOMPRESSED_BYTES)
+}
+
+/// Decompresses a records section (not for `Codec::None`, whose section is used in place).
+pub fn decompress(codec: Codec, mut compressed: &[u8]) -> Result<Bytes, RecordsError> {
+    let limit = decompressed_limit(compressed.len());
+    let failed = |source: anyhow::Error| RecordsError::Decompress { codec: codec.name(), source: source.into() };
+    let take = |buf: &mut Bytes| Ok(std::mem::take(buf));
+    let out = match codec {
+        Codec::None => Bytes::copy_from_slice(compressed),
+        Codec::Gzip => Gzip::decompress(&mut compressed, take).map_err(failed)?,
+        Codec::Snappy => {
+            if let Some(declared) = snappy_declared_len(compressed) {
+                if declared > limit as u64 {
+                    let size = usize::try_from(declared).unwrap_or(usize::MAX);
+                    return Err(RecordsError::DecompressedTooLarge { codec: codec.name(), size, limit });
+                }
+            }
+            Snappy::decompress(&mut compressed, take).map_err(failed)?
+        }
+        Codec::Lz4 => Lz4::decompress(&mut compressed, take).map_err(failed)?,
+        Codec::Zstd => Zstd::decompress(&mut compressed, take).map_err(failed)?,
+    };
+    if out.len() > limit {
+        return Err(RecordsError::DecompressedTooLarge { codec: codec.name(), size: out.len(), limit });
+    }
+    Ok(out)
+}
+
+/// Compresses a records section with `codec` (kafka-protocol's default levels).
+pub fn compress(codec: Codec, raw: &[u8]) -> Result<Vec<u8>, RecordsError> {
+    let mut out = Vec::with_capacity(raw.len() / 2 + 64);
+    let fill = |buf: &mut BytesMut| {
+        buf.extend_from_slice(raw);
+        Ok(())
+    };
+    let result = match codec {
+        Codec::None => {
+            out.extend_from_slice(raw);
+            Ok(())
+        }
+        Codec::Gzip => Gzip::compress(&mut out, fill),
+        Codec::Snappy => Snappy::compress(&mut out, fill),
+        Codec::Lz4 => Lz4::compress(&mut out, fill),
+        Codec::Zstd => Zstd::compress(&mut out, fill),
+    };
+    result.map_err(|source| RecordsError::Compress { codec: codec.name(), source: source.into() })?;
+    Ok(out)
+}
+
+/// The xerial snappy framing Kafka uses: a 16-byte magic, then blocks of (u32 length, raw
+/// snappy block). Without the magic the section is one raw snappy block.
+const SNAPPY_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+
+/// The total uncompressed size the snappy blocks declare (each raw block starts with it as an
+/// unsigned varint), which is what the decoder allocates. `None` when the framing does not
+/// parse (the decoder then reports the error).
+fn snappy_declared_len(section: &[u8]) -> Option<u64> {
+    let Some(mut rest) = section.strip_prefix(SNAPPY_MAGIC) else {
+        return uvarint_prefix(section);
+    };
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let (len, after) = rest.split_first_chunk::<4>()?;
+        let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
+        let block = after.get(..len)?;
+        total = total.saturating_add(uvarint_prefix(block)?);
+        rest = &after[len..];
+    }
+    Some(total)
+}
+
+/// The unsigned varint (at most 5 bytes, as snappy writes it) at the start of `buf`.
+fn uvarint_prefix(buf: &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for (i, byte) in buf.iter().take(5).enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CODECS: [Codec; 4] = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+
+    #[test]
+    fn every_codec_round_trips() {
+        let raw: Vec<u8> = (0..5000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for codec in CODECS {
+            let compressed = compress(codec, &raw).expect("compress");
+            assert_eq!(decompress(codec, &compressed).expect("decompress"), raw, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_section_that_expands_past_the_cap_is_refused() {
+        // Snappy never compresses better than about 20:1, so only the absolute cap reaches it.
+        let zeros = vec![0u8; 4 << 20];
+        for codec in [Codec::Gzip, Codec::Lz4, Codec::Zstd] {
+            let compressed = compress(codec, &zeros).expect("compress");
+            assert!(compressed.len() * MAX_COMPRESSION_RATIO < zeros.len(), "{codec:?} compresses zeros well");
+            let err = decompress(codec, &compressed).expect_err("over the ratio");
+            assert!(matches!(err, RecordsError::DecompressedTooLarge { .. }), "{codec:?}: {err}");
+        }
+        let huge = vec![0u8; MAX_DECOMPRESSED_BYTES + 1];
+        for codec in CODECS {
+            let compressed = compress(codec, &huge).expect("compress");
+            let err = decompress(codec, &compressed).expect_err("over the absolute cap");
+            assert!(matches!(err, RecordsError::DecompressedTooLarge { .. }), "{codec:?}: {err}");
+        }
+        // Small sections are never refused for their ratio.
+        let small = vec![0u8; RATIO_FLOOR_BYTES];
+        for codec in CODECS {
+            let compressed = compress(codec, &small).expect("compress");
+            assert_eq!(decompress(codec, &compressed).expect("under the floor").len(), small.len());
+        }
+    }
+
+    #[test]
+    fn snappy_blocks_declaring_a_huge_size_are_refused_before_decoding() {
+        let mut section = SNAPPY_MAGIC.to_vec();
+        // One 6-byte block declaring 2^32 - 1 uncompressed bytes.
+        section.extend_from_slice(&6u32.to_be_bytes());
+        section.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]);
+        let err = decompress(Codec::Snappy, &section).expect_err("declared too large");
+        assert!(matches!(err, RecordsError::DecompressedTooLarge { size: 0xffff_ffff, .. }), "{err}");
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let raw: Vec<u8> = (0..5000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for codec in CODECS {
+            let compressed = compress(codec, &raw).expect("compress");
+            // kafka-protocol's lz4 decodes a cut or foreign stream to whatever it got (maybe
+            // nothing) without an error: the record parser then finds records missing.
+            let cut = decompress(codec, &compressed[..compressed.len() / 2]);
+            assert!(cut.is_err() || cut.is_ok_and(|out| out.len() < raw.len()), "{codec:?}");
+            let foreign = decompress(codec, b"xyz\xff\xff\xff");
+            assert!(foreign.is_err() || codec == Codec::Lz4, "{codec:?}");
+        }
+        assert!(matches!(Codec::from_id(5), Err(RecordsError::UnknownCodec(5))));
+    }
+}
