@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Third-party clients against a fresh Strom broker: kcat (librdkafka, as Debian ships it) and
-# kafka-python (a pure-Python client with its own protocol code).
+# kafka-python (a pure-Python client with its own protocol code), each as a producer, an
+# assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g').
 #
 # Installs what it needs if missing: kcat from Debian's packages, and a venv at <repo>/.venv
 # with kafka-python (pinned) plus the Python codec libraries. Starts target/release/strom (or
@@ -149,6 +150,59 @@ PASSED=$((PASSED + py_pass))
 FAILED=$((FAILED + py_fail))
 if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
   fail "kafka-python: the script exited with $py_rc: $(tail -n 5 "$WORK/python.err" | tr '\n' ' ')"
+fi
+
+# --- consumer groups ------------------------------------------------------------------------
+# kcat -G is librdkafka's balanced consumer (subscribe; the broker coordinates the group). It
+# reads a fresh topic fully (-e: exit once every assigned partition is at its end) and commits
+# as it closes; a second run in the same group must read exactly what was produced after.
+kcat_group_read() {
+  local topic=$1 group=$2 out=$3
+  timeout 60 kcat -b "$BOOTSTRAP" -G "$group" -X auto.offset.reset=earliest -e -q -f '%s\n' "$topic" \
+    2>"$WORK/$topic.group.err" | sort >"$out"
+}
+
+kcat_group() {
+  local topic=kcat-group group=g-kcat
+  "$VENV/bin/python" "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" \
+    create-topic --topic "$topic" --partitions 3
+  local round want got
+  for round in first second; do
+    want="$WORK/$topic.$round.want" got="$WORK/$topic.$round.got"
+    local count=$KCAT_RECORDS
+    [[ $round == second ]] && count=$((KCAT_RECORDS / 5))
+    for i in $(seq 0 $((count - 1))); do echo "$round-$i"; done >"$WORK/$topic.$round.in"
+    if ! kcat -b "$BOOTSTRAP" -t "$topic" -P -X acks=all <"$WORK/$topic.$round.in" 2>"$WORK/$topic.err"; then
+      fail "kcat -G: produce ($round) failed: $(tail -n 3 "$WORK/$topic.err")"
+      return
+    fi
+    sort "$WORK/$topic.$round.in" >"$want"
+    if ! kcat_group_read "$topic" "$group" "$got"; then
+      fail "kcat -G $group ($round run): $(tail -n 3 "$WORK/$topic.group.err" | tr '\n' ' ')"
+      return
+    fi
+    if ! diff -q "$want" "$got" >/dev/null; then
+      fail "kcat -G $group ($round run): read $(wc -l <"$got") records, want exactly the $count produced since the last run: $(diff "$want" "$got" | head -n 4 | tr '\n' ' ')"
+      return
+    fi
+  done
+  pass "kcat -G $group (reads $KCAT_RECORDS, then resumes at the committed offsets for $((KCAT_RECORDS / 5)) more)"
+}
+
+kcat_group
+
+set +e
+"$VENV/bin/python" "$SCRIPTS/kafka_python_group.py" --bootstrap "$BOOTSTRAP" group \
+  >"$WORK/python-group.out" 2>"$WORK/python-group.err"
+py_rc=$?
+set -e
+cat "$WORK/python-group.out"
+py_pass=$(grep -c '^PASS ' "$WORK/python-group.out" || true)
+py_fail=$(grep -c '^FAIL ' "$WORK/python-group.out" || true)
+PASSED=$((PASSED + py_pass))
+FAILED=$((FAILED + py_fail))
+if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
+  fail "kafka-python group: the script exited with $py_rc: $(tail -n 5 "$WORK/python-group.err" | tr '\n' ' ')"
 fi
 
 if ! kill -0 "$BROKER_PID" 2>/dev/null; then

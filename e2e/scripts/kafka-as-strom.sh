@@ -15,7 +15,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-HOME_DIR="$REPO/target/kafka-reference"
+HOME_DIR=/work/main/target/kafka-reference
 KAFKA_VERSION=3.9.1
 
 setup() {
@@ -99,7 +99,7 @@ fi
 setup
 
 NUM_PARTITIONS=1 AUTO_CREATE=true RET_CHECK=300000 SEG_BYTES=1073741824 MAX_REQ=104857600 ADV=
-DATA= KLISTEN= HLISTEN=
+DATA= KLISTEN= HLISTEN= EXTRA=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --node-id) shift 2 ;;
@@ -112,6 +112,10 @@ while [[ $# -gt 0 ]]; do
     --log-retention-check-interval-ms) RET_CHECK=$2; shift 2 ;;
     --log-segment-bytes) SEG_BYTES=$2; shift 2 ;;
     --socket-request-max-bytes) MAX_REQ=$2; shift 2 ;;
+    --group-initial-rebalance-delay-ms) EXTRA+="group.initial.rebalance.delay.ms=$2\n"; shift 2 ;;
+    --offsets-topic-num-partitions) EXTRA+="offsets.topic.num.partitions=$2\n"; shift 2 ;;
+    --offsets-retention-minutes) EXTRA+="offsets.retention.minutes=$2\n"; shift 2 ;;
+    --log-cleaner-interval-ms) EXTRA+="log.cleaner.backoff.ms=$2\n"; shift 2 ;;
     *) echo "kafka-as-strom: unsupported flag $1" >&2; exit 2 ;;
   esac
 done
@@ -143,6 +147,7 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
+$(printf "%b" "$EXTRA")
 EOF
 JAVA=(java -Xms256m -Xmx512m -cp "$HOME_DIR/libs/*" -Dlog4j.configuration="file:$HOME_DIR/log4j.properties")
 if [[ ! -f "$DATA/meta.properties" ]]; then
