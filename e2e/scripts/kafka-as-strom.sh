@@ -15,7 +15,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-HOME_DIR=/work/main/target/kafka-reference
+HOME_DIR="$REPO/target/kafka-reference"
 KAFKA_VERSION=3.9.1
 
 setup() {
