@@ -164,6 +164,35 @@ impl GroupCoordinator {
                     }
                     group.static_members.insert(instance.clone(), new_id.clone());
                     member_id = new_id;
+                    let unchanged = group.members.get(&member_id).is_some_and(|m| m.protocols == req.protocols);
+                    if group.state == GroupState::Stable && unchanged {
+                        // KIP-345: a static member that returns with the same subscription keeps its
+                        // assignment; no rebalance. Its new member id is persisted.
+                        if let Some(m) = group.members.get_mut(&member_id) {
+                            m.last_seen = now;
+                        }
+                        self.persist_group(group);
+                        let leader = group.leader.clone().unwrap_or_default();
+                        let protocol = group.protocol_name.clone().unwrap_or_default();
+                        let members = if leader == member_id {
+                            group
+                                .members
+                                .values()
+                                .map(|m| (m.member_id.clone(), m.group_instance_id.clone(), m.metadata_for(&protocol)))
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        return Reply::Now(JoinOutcome {
+                            error: None,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol_name: group.protocol_name.clone(),
+                            leader,
+                            member_id,
+                            members,
+                        });
+                    }
                     return self.join_known(group, &req, member_id, now, now_ms);
                 }
             }

@@ -19,3 +19,6 @@ pub mod state;
 pub use coordinator::{GroupConfig, GroupCoordinator, JoinRequest, Reply, OFFSETS_TOPIC};
 pub use error::GroupError;
 pub use state::GroupState;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! Coordinator tests on a real `__consumer_offsets` log in a temporary directory: what is
+//! committed is loaded back by a new coordinator, expired groups vanish with their offsets,
+//! and static members take over their instance without a new member id being required.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::config::BrokerConfig;
+use crate::metadata::TopicMetadata;
+use crate::partition::ReplicaManager;
+
+use super::coordinator::{GroupConfig, GroupCoordinator, JoinRequest, Reply, OFFSETS_TOPIC};
+use super::error::GroupError;
+use super::offsets::OffsetCommit;
+use super::state::GroupState;
+
+fn setup(dir: &std::path::Path, retention_ms: i64) -> GroupCoordinator {
+    let broker = Arc::new(BrokerConfig { data_dir: dir.to_path_buf(), ..BrokerConfig::default() });
+    let replicas = Arc::new(ReplicaManager::new(dir, broker));
+    let topic = TopicMetadata {
+        name: OFFSETS_TOPIC.to_string(),
+        id: uuid::Uuid::from_u128(7),
+        partitions: 3,
+        configs: BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]),
+    };
+    replicas.ensure_topic(&topic).expect("offsets topic");
+    let config = GroupConfig {
+        offsets_topic_partitions: 3,
+        initial_rebalance_delay_ms: 0,
+        min_session_timeout_ms: 10,
+        max_session_timeout_ms: 60_000,
+        offsets_retention_ms: retention_ms,
+        offset_metadata_max_bytes: 16,
+    };
+    GroupCoordinator::new(config, replicas)
+}
+
+fn commit(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
+    OffsetCommit { topic: topic.into(), partition, offset, leader_epoch: 0, metadata: String::new() }
+}
+
+fn join(group: &str, member: &str, instance: Option<&str>) -> JoinRequest {
+    JoinRequest {
+        group_id: group.into(),
+        member_id: member.into(),
+        group_instance_id: instance.map(String::from),
+        client_id: "test".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+        require_known_member_id: true,
+    }
+}
+
+async fn joined(c: &GroupCoordinator, req: JoinRequest) -> super::state::JoinOutcome {
+    match c.join(req) {
+        Reply::Now(o) => o,
+        Reply::Wait(rx) => rx.await.expect("join answered"),
+    }
+}
+
+#[test]
+fn committed_offsets_are_loaded_back_by_a_new_coordinator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    let results = c.commit_offsets("g", -1, "", vec![commit("t", 0, 42), commit("t", 1, 7)]).expect("commit");
+    assert!(results.iter().all(Result::is_ok));
+    c.commit_offsets("g", -1, "", vec![commit("t", 0, 43)]).expect("commit");
+    drop(c);
+    let again = setup(dir.path(), i64::MAX);
+    assert_eq!(again.load(), 1);
+    let fetched = again.fetch_offsets("g", Some(vec![("t".into(), vec![0, 1, 2])]));
+    let offsets: Vec<Option<i64>> = fetched.iter().map(|(_, _, v)| v.as_ref().map(|v| v.offset)).collect();
+    assert_eq!(offsets, vec![Some(43), Some(7), None]);
+}
+
+#[test]
+fn metadata_over_the_limit_is_refused_and_not_stored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    let mut big = commit("t", 0, 1);
+    big.metadata = "x".repeat(17);
+    let results = c.commit_offsets("g", -1, "", vec![big]).expect("commit");
+    assert_eq!(results[0], Err(GroupError::OffsetMetadataTooLarge));
+    assert!(c.fetch_offsets("g", None).is_empty());
+}
+
+#[test]
+fn offsets_of_a_group_without_members_expire_after_the_retention() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), 0);
+    c.commit_offsets("g", -1, "", vec![commit("t", 0, 5)]).expect("commit");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    c.tick();
+    assert!(c.describe("g").is_none(), "the expired group is gone");
+    drop(c);
+    // The tombstones are in the log: a new coordinator does not bring the offsets back.
+    let again = setup(dir.path(), i64::MAX);
+    again.load();
+    assert!(again.fetch_offsets("g", None).is_empty());
+}
+
+#[tokio::test]
+async fn a_returning_static_member_takes_over_without_a_rebalance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    let first = joined(&c, join("g", "", Some("instance-1"))).await;
+    assert_eq!(first.error, None, "static members need no MEMBER_ID_REQUIRED round trip");
+    let generation = first.generation;
+    match c.sync("g", generation, &first.member_id, vec![(first.member_id.clone(), Bytes::from_static(b"a"))]) {
+        Reply::Wait(rx) => assert_eq!(rx.await.expect("sync").assignment, Bytes::from_static(b"a")),
+        Reply::Now(o) => panic!("leader's sync should complete the generation, got {o:?}"),
+    }
+    // The instance restarts with no member id: it gets a new id, the same generation and assignment.
+    let back = joined(&c, join("g", "", Some("instance-1"))).await;
+    assert_eq!(back.error, None);
+    assert_ne!(back.member_id, first.member_id);
+    assert_eq!(back.generation, generation);
+    assert_eq!(c.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    // The old member id of that instance is fenced.
+    assert_eq!(c.heartbeat("g", generation, &first.member_id, Some("instance-1")), Err(GroupError::FencedInstanceId));
+}
+
+#[tokio::test]
+async fn a_new_dynamic_member_must_rejoin_with_the_member_id_it_is_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    let first = joined(&c, join("g", "", None)).await;
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
+    let second = joined(&c, join("g", &first.member_id, None)).await;
+    assert_eq!(second.error, None);
+    assert_eq!(second.member_id, first.member_id);
+    assert_eq!(second.leader, first.member_id);
+    assert_eq!(second.members.len(), 1, "the leader gets every member's metadata");
+}
