@@ -11,12 +11,18 @@
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
 //!   admin calls, and an assign-based consumer that reads partitions from the beginning.
+//! - [`groups`]: consumer groups — [`groups::GroupMember`] (a `subscribe`-based librdkafka
+//!   member on a thread of its own, committing only what it processed), waits for a settled
+//!   assignment, DescribeGroups / ListGroups / OffsetFetch; [`groups::raw`], a hand-driven
+//!   member over raw frames for bad-input tests; [`groups::fixtures`], what the group test
+//!   files share.
 //! - [`wire`]: raw Kafka framing for the hostile-input tests (encode a request, read one response).
 //! - [`segment`]: parse record-batch headers straight out of a partition's `.log` file, so crash
 //!   tests can compute what recovery must keep without trusting the broker.
 
 pub mod broker;
 pub mod clients;
+pub mod groups;
 pub mod proxy;
 pub mod segment;
 pub mod wire;

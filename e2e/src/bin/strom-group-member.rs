@@ -1,8 +1,8 @@
-//! `strom-group-member`: one consumer-group member ([`e2e::clients::GroupMember`]) in a process
+//! `strom-group-member`: one consumer-group member ([`e2e::groups::GroupMember`]) in a process
 //! of its own, so that a test can SIGKILL it: a member that dies without sending LeaveGroup,
 //! whose partitions the coordinator may only hand on once its session has timed out.
 //!
-//! Prints its [`e2e::clients::MemberStatus`] as one JSON line on stdout whenever it changes.
+//! Prints its [`e2e::groups::MemberStatus`] as one JSON line on stdout whenever it changes.
 //! Exits (leaving the group cleanly) when its stdin reaches end of file, so a test that dies
 //! does not leave members behind.
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use e2e::clients::{Assignor, CommitPolicy, GroupMember, GroupMemberOptions};
+use e2e::groups::{Assignor, CommitPolicy, GroupMember, GroupMemberOptions};
 
 #[derive(Debug, Parser)]
 #[command(name = "strom-group-member", about = "One Kafka consumer-group member that reports its status as JSON lines")]
