@@ -12,6 +12,7 @@
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`; [`metrics`] holds the Prometheus registry.
+//! - [`error_chain`]: an error and its causes on one line.
 //! - [`config`]: the broker's configuration (flags, `STROM_*` environment, TOML file).
 //! - [`node`]: the shared state of a running broker and the topic operations on it.
 //! - [`server`]: wires one node together and runs it until shutdown.
@@ -19,6 +20,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod error_chain;
 pub mod group;
 pub mod http;
 pub mod kafka;

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
                 match broker::server::run(config, shutdown, |_| {}).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
-                        tracing::error!(error = %chain(&e), "strom broker failed");
+                        tracing::error!(error = %broker::error_chain::display(&e), "strom broker failed");
                         fail(&e)
                     }
                 }
@@ -47,18 +47,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 fn fail(e: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("strom: {}", chain(e));
+    eprintln!("strom: {}", broker::error_chain::display(e));
     ExitCode::FAILURE
 }

@@ -148,10 +148,21 @@ pub async fn run(
     );
     ready.store(true, Ordering::Release);
 
-    let retention_task =
-        tokio::spawn(retention_loop(replicas.clone(), config.log_retention_check_interval_ms, shutdown.clone()));
+    let retention_task = tokio::spawn(every_blocking(
+        "retention",
+        config.log_retention_check_interval_ms,
+        replicas.clone(),
+        ReplicaManager::enforce_retention,
+        shutdown.clone(),
+    ));
     let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
-    let cleaner_task = tokio::spawn(cleaner_loop(replicas.clone(), config.log_cleaner_interval_ms, shutdown.clone()));
+    let cleaner_task = tokio::spawn(every_blocking(
+        "log cleaner",
+        config.log_cleaner_interval_ms,
+        replicas.clone(),
+        ReplicaManager::compact_all,
+        shutdown.clone(),
+    ));
     listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
 
     tracing::info!("shutting down: flushing partitions");
@@ -185,7 +196,15 @@ fn advertised(config: &BrokerConfig, bound: SocketAddr) -> Result<(String, i32),
     }
 }
 
-async fn retention_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shutdown: Shutdown) {
+/// Runs `work` on a blocking thread every `interval_ms` until shutdown (retention, the log
+/// cleaner): file work must not stall the async workers.
+async fn every_blocking(
+    what: &'static str,
+    interval_ms: u64,
+    replicas: Arc<ReplicaManager>,
+    work: fn(&ReplicaManager, i64),
+    mut shutdown: Shutdown,
+) {
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -194,24 +213,8 @@ async fn retention_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shu
             _ = ticker.tick() => {}
         }
         let r = replicas.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || r.enforce_retention(now_ms())).await {
-            tracing::error!(error = %e, "retention task failed");
-        }
-    }
-}
-
-/// The log cleaner: compacts topics with cleanup.policy=compact (including __consumer_offsets).
-async fn cleaner_loop(replicas: Arc<ReplicaManager>, interval_ms: u64, mut shutdown: Shutdown) {
-    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => return,
-            _ = ticker.tick() => {}
-        }
-        let r = replicas.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || r.compact_all(now_ms())).await {
-            tracing::error!(error = %e, "log cleaner task failed");
+        if let Err(e) = tokio::task::spawn_blocking(move || work(&r, now_ms())).await {
+            tracing::error!(task = what, error = %e, "background task failed");
         }
     }
 }

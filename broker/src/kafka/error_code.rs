@@ -54,14 +54,7 @@ pub fn topic_op(e: &TopicOpError) -> i16 {
 
 /// A human message for the responses that carry one: the error and its causes.
 pub fn message(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    crate::error_chain::display(e)
 }
 
 pub fn group(e: &GroupError) -> i16 {
