@@ -1,12 +1,13 @@
 //! The compression codecs of record batches (attributes bits 0–2), for the few places that must
 //! look inside a batch: decompressing its records section under a size cap, and compressing a
-//! rewritten one with the batch's own codec. The codecs themselves are kafka-protocol's.
+//! rewritten one with the batch's own codec (kafka-protocol's codecs; gzip, lz4 and zstd are
+//! decompressed with the same codec crates read as bounded streams).
 //!
 //! The cap: a records section may not decompress to more than [`MAX_DECOMPRESSED_BYTES`], nor
 //! to more than [`MAX_COMPRESSION_RATIO`] times its compressed size once past
 //! [`RATIO_FLOOR_BYTES`]. Snappy declares its block sizes up front and is checked before
-//! anything is allocated; kafka-protocol's gzip, lz4 and zstd decoders decompress in one call,
-//! so for them the cap refuses the batch after decompressing it.
+//! anything is allocated; gzip, lz4 and zstd are read as streams that stop one byte past the
+//! cap, so no codec ever buffers more than the cap.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
@@ -60,6 +61,21 @@ pub fn decompressed_limit(compressed_len: usize) -> usize {
     compressed_len.saturating_mul(MAX_COMPRESSION_RATIO).clamp(RATIO_FLOOR_BYTES, MAX_DECOMPRESSED_BYTES)
 }
 
+/// Reads a decompressing stream to its end, but never buffers more than `limit` + 1 bytes:
+/// a decompression bomb is refused before it is allocated.
+fn bounded(codec: Codec, decoder: impl std::io::Read, limit: usize) -> Result<Bytes, RecordsError> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    decoder
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| RecordsError::Decompress { codec: codec.name(), source: e.into() })?;
+    if out.len() > limit {
+        return Err(RecordsError::DecompressedTooLarge { codec: codec.name(), size: out.len(), limit });
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Decompresses a records section (not for `Codec::None`, whose section is used in place).
 pub fn decompress(codec: Codec, mut compressed: &[u8]) -> Result<Bytes, RecordsError> {
     let limit = decompressed_limit(compressed.len());
@@ -67,7 +83,7 @@ pub fn decompress(codec: Codec, mut compressed: &[u8]) -> Result<Bytes, RecordsE
     let take = |buf: &mut Bytes| Ok(std::mem::take(buf));
     let out = match codec {
         Codec::None => Bytes::copy_from_slice(compressed),
-        Codec::Gzip => Gzip::decompress(&mut compressed, take).map_err(failed)?,
+        Codec::Gzip => bounded(codec, flate2::read::GzDecoder::new(compressed), limit)?,
         Codec::Snappy => {
             if let Some(declared) = snappy_declared_len(compressed) {
                 if declared > limit as u64 {
@@ -77,8 +93,16 @@ pub fn decompress(codec: Codec, mut compressed: &[u8]) -> Result<Bytes, RecordsE
             }
             Snappy::decompress(&mut compressed, take).map_err(failed)?
         }
-        Codec::Lz4 => Lz4::decompress(&mut compressed, take).map_err(failed)?,
-        Codec::Zstd => Zstd::decompress(&mut compressed, take).map_err(failed)?,
+        Codec::Lz4 => {
+            let decoder = lz4::Decoder::new(compressed)
+                .map_err(|e| RecordsError::Decompress { codec: codec.name(), source: e.into() })?;
+            bounded(codec, decoder, limit)?
+        }
+        Codec::Zstd => {
+            let decoder = zstd::stream::read::Decoder::new(compressed)
+                .map_err(|e| RecordsError::Decompress { codec: codec.name(), source: e.into() })?;
+            bounded(codec, decoder, limit)?
+        }
     };
     if out.len() > limit {
         return Err(RecordsError::DecompressedTooLarge { codec: codec.name(), size: out.len(), limit });

@@ -45,7 +45,7 @@ pub enum RecordsError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("records ({codec}) decompress to {size} bytes, more than the {limit} allowed")]
+    #[error("records ({codec}) decompress to more than the {limit} bytes allowed (stopped at {size})")]
     DecompressedTooLarge { codec: &'static str, size: usize, limit: usize },
     #[error("failed to compress the records ({codec})")]
     Compress {
