@@ -1,8 +1,8 @@
 //! Compaction: what a pass keeps and drops, and what stays unchanged (offsets, headers,
 //! codecs, the log start and end offsets).
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
+use bytes::Bytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use super::super::codec::Codec;
 use super::super::records::for_each_header;
@@ -11,7 +11,7 @@ use super::keyed::{
     key_values, kv_batch, naive_compaction, raw_batch, stored_batches, stored_records, Appended, Producer, TestRecord,
     NO_PRODUCER,
 };
-use super::{append, open};
+use super::{append, encode_records, open};
 
 const HOUR_MS: i64 = 60 * 60 * 1000;
 /// Far enough ahead that `enforce_retention` rolls the active segment (`segment.ms` is 7 days).
@@ -216,29 +216,16 @@ fn the_dirty_ratio_gate_skips_a_pass_unless_forced() {
 }
 
 fn encode_with(compression: Compression, records: &[(&str, &str)], first_timestamp: i64) -> Vec<u8> {
-    let records: Vec<Record> = records
+    let records = records
         .iter()
         .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: kafka_protocol::records::TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: first_timestamp + i as i64,
-            key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            value: Some(Bytes::copy_from_slice(value.repeat(20).as_bytes())),
-            headers: Default::default(),
+        .map(|(i, (key, value))| {
+            let key = Bytes::copy_from_slice(key.as_bytes());
+            let value = Bytes::copy_from_slice(value.repeat(20).as_bytes());
+            (Some(key), Some(value), first_timestamp + i as i64)
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression })
-        .expect("encode test batch");
-    buf.to_vec()
+    encode_records(records, compression)
 }
 
 #[test]

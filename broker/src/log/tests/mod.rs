@@ -22,12 +22,12 @@ use super::batch::{batches, BatchHeader};
 use super::segment::{file_name, LOG_EXT};
 use super::{AppendInfo, Log, LogConfig, TimestampType};
 
-/// One record batch with a record per timestamp, each with a `value_len`-byte value.
-pub(super) fn encode(timestamps: &[i64], value_len: usize, compression: Compression) -> Vec<u8> {
-    let records: Vec<Record> = timestamps
-        .iter()
+/// One record batch, as a plain (non-idempotent) producer sends it, of `(key, value, timestamp)` records.
+pub(super) fn encode_records(records: Vec<(Option<Bytes>, Option<Bytes>, i64)>, compression: Compression) -> Vec<u8> {
+    let records: Vec<Record> = records
+        .into_iter()
         .enumerate()
-        .map(|(i, &timestamp)| Record {
+        .map(|(i, (key, value, timestamp))| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -40,8 +40,8 @@ pub(super) fn encode(timestamps: &[i64], value_len: usize, compression: Compress
             // the batch's base sequence at -1 (no producer id), as a plain producer sends.
             sequence: i as i32 - 1,
             timestamp,
-            key: None,
-            value: Some(Bytes::from((0..value_len).map(|b| (b * 7 + i) as u8).collect::<Vec<_>>())),
+            key,
+            value,
             headers: Default::default(),
         })
         .collect();
@@ -49,6 +49,19 @@ pub(super) fn encode(timestamps: &[i64], value_len: usize, compression: Compress
     let options = RecordEncodeOptions { version: 2, compression };
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode test batch");
     buf.to_vec()
+}
+
+/// One record batch with a record per timestamp, each with a `value_len`-byte value.
+pub(super) fn encode(timestamps: &[i64], value_len: usize, compression: Compression) -> Vec<u8> {
+    let records = timestamps
+        .iter()
+        .enumerate()
+        .map(|(i, &timestamp)| {
+            let value = Bytes::from((0..value_len).map(|b| (b * 7 + i) as u8).collect::<Vec<_>>());
+            (None, Some(value), timestamp)
+        })
+        .collect();
+    encode_records(records, compression)
 }
 
 /// An uncompressed batch of `records` records stamped `timestamp`.
