@@ -449,13 +449,16 @@ fn committed_offsets_survive_a_broker_sigkill_and_describe_groups_reports_what_m
         panic!("OffsetFetch after SIGKILL and restart: {after_restart:?}, expected {expected:?}: {e:#}")
     });
 
-    // The group carries on, and what it had committed is not delivered again.
+    // The group carries on, and what it had committed is not delivered again. (Records
+    // produced after the restart may be delivered twice if the members rebalance while they
+    // read them: the group's promise is at-least-once for what was not yet committed.)
     let after = produce_tagged(&bootstrap, topic, "after", partitions, 30);
     wait_until_received(&[&members[0], &members[1]], &[], &after, "after the restart");
     groups::wait_for_assignment(partitions, &[2, 1], REBALANCE_TIMEOUT, both).expect("the group settles again");
     let all: Vec<ConsumedRecord> = members.iter().flat_map(GroupMember::records).collect();
+    let committed_before: HashSet<&str> = before.iter().map(String::as_str).collect();
     let mut count: HashMap<&str, usize> = HashMap::new();
-    for r in &all {
+    for r in all.iter().filter(|r| committed_before.contains(r.value_str())) {
         *count.entry(r.value_str()).or_default() += 1;
     }
     let again: Vec<_> = count.iter().filter(|(_, &n)| n > 1).take(5).collect();

@@ -99,6 +99,11 @@ impl GroupCoordinator {
         &self.config
     }
 
+    /// Whether the `__consumer_offsets` partition of `group` is open on this broker.
+    pub fn hosts_partition_of(&self, group: &str) -> bool {
+        self.replicas.get(OFFSETS_TOPIC, partition_for(group, self.config.offsets_topic_partitions)).is_some()
+    }
+
     /// Appends records for `group` to its `__consumer_offsets` partition.
     pub(super) fn persist(&self, group: &str, records: &[(Bytes, Option<Bytes>)]) -> Result<(), GroupError> {
         let partition = self
@@ -131,6 +136,12 @@ impl GroupCoordinator {
         }
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
             return Reply::Now(join_error(GroupError::InconsistentGroupProtocol, &req.member_id));
+        }
+        if !self.hosts_partition_of(&req.group_id) {
+            // The offsets topic is still being created (or its partition is not here): a group
+            // formed now could not persist its metadata, so the member retries, as with Kafka's
+            // COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS.
+            return Reply::Now(join_error(GroupError::CoordinatorNotAvailable, &req.member_id));
         }
         let now = Instant::now();
         let now_ms = now_ms();

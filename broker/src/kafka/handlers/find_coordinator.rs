@@ -33,6 +33,7 @@ pub fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoo
 }
 
 fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
+    let group = key.to_string();
     let mut c = Coordinator::default();
     c.key = key;
     c.node_id = BrokerId(-1);
@@ -52,6 +53,10 @@ fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
     if let Err(e) = node.ensure_offsets_topic() {
         tracing::error!(error = %e, "creating __consumer_offsets failed");
         return fail(c, ResponseError::CoordinatorNotAvailable.code(), error_code::message(&e));
+    }
+    if !node.groups.hosts_partition_of(&group) {
+        // Another request is still creating the offsets topic: the client asks again.
+        return fail(c, ResponseError::CoordinatorNotAvailable.code(), "__consumer_offsets is being created".into());
     }
     c.node_id = BrokerId(node.config.node_id);
     c.host = str_bytes(&node.advertised_host);
