@@ -5,10 +5,14 @@
 //!
 //! Each case runs against its own broker and then checks that the process is alive, that its
 //! RSS grew by at most ~50 MiB, and that a normal client still works (a raw ApiVersions v3
-//! round trip and a fresh librdkafka producer).
+//! round trip and a fresh librdkafka producer). Each close must be explained in the broker's
+//! log — the `closing connection` warning naming the client's address and the reason — and the
+//! log must hold no `panicked` line: a connection is a tokio task, so a panic in it would look
+//! like a close from the client's side.
 
 #![allow(clippy::unwrap_used)]
 
+use std::fs;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +30,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use rdkafka::producer::Producer;
 
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The warning is written just after the socket is closed, so a test waits a little for it.
+const LOG_TIMEOUT: Duration = Duration::from_secs(10);
+const CLOSE_WARNING: &str = "closing connection";
 const RSS_GROWTH_LIMIT: u64 = 50 * 1024 * 1024;
 const ALIVE_TOPIC: &str = "still-alive";
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -77,10 +84,54 @@ impl Target {
         );
     }
 
-    /// Alive, bounded memory, still serving.
+    /// Everything the broker wrote to stdout and stderr so far.
+    fn log(&self) -> String {
+        let bytes = fs::read(self.broker.log_path()).expect("read the broker's log");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Waits for the warning an operator reads when the broker hangs up on `peer`, and checks
+    /// that its reason contains `reason` (`""`: any reason).
+    fn assert_close_logged(&self, peer: SocketAddr, reason: &str, context: &str) {
+        let needle = format!("{CLOSE_WARNING} peer={peer} reason=");
+        let deadline = Instant::now() + LOG_TIMEOUT;
+        let line = loop {
+            if let Some(line) = self.log().lines().find(|l| l.contains(&needle)) {
+                break line.to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{context}: no `{CLOSE_WARNING}` warning for {peer} in the broker's log within {LOG_TIMEOUT:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert!(line.contains(" WARN "), "{context}: the close is not logged as a warning: {line}");
+        assert!(line.contains(reason), "{context}: the logged reason does not say {reason:?}: {line}");
+    }
+
+    /// Waits until the log holds at least `count` `closing connection` warnings.
+    fn assert_closes_logged(&self, count: usize, context: &str) {
+        let deadline = Instant::now() + LOG_TIMEOUT;
+        loop {
+            let logged = self.log().lines().filter(|l| l.contains(CLOSE_WARNING)).count();
+            if logged >= count {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{context}: {logged} `{CLOSE_WARNING}` warnings in the broker's log, want at least {count}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Alive, no panic in the log, bounded memory, still serving.
     fn assert_unharmed(&mut self, context: &str) {
         if let Some(status) = self.broker.try_exit_status().expect("poll broker") {
             panic!("{context}: the broker exited with {status}");
+        }
+        if let Some(line) = self.log().lines().find(|l| l.contains("panicked")) {
+            panic!("{context}: the broker's log shows a panic: {line}");
         }
         let rss = self.broker.rss_bytes().expect("RSS");
         assert!(
@@ -109,15 +160,19 @@ impl Rng {
     }
 }
 
-/// Sends `data`, optionally half-closes, and expects the broker to close the connection.
-fn expect_closed(addr: SocketAddr, data: &[u8], half_close: bool, context: &str) -> Closed {
-    let mut stream = wire::connect(addr, CLOSE_TIMEOUT).expect("connect");
+/// Sends `data`, optionally half-closes, and expects the broker to close the connection and
+/// log why, with a reason containing `reason`.
+fn expect_closed(target: &Target, data: &[u8], half_close: bool, reason: &str, context: &str) -> Closed {
+    let mut stream = wire::connect(target.addr(), CLOSE_TIMEOUT).expect("connect");
+    let peer = stream.local_addr().expect("local address");
     wire::write_tolerant(&mut stream, data);
     if half_close {
         let _ = stream.shutdown(Shutdown::Write);
     }
-    wire::wait_closed(&mut stream, CLOSE_TIMEOUT)
-        .unwrap_or_else(|e| panic!("{context}: the broker did not close the connection: {e:#}"))
+    let closed = wire::wait_closed(&mut stream, CLOSE_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{context}: the broker did not close the connection: {e:#}"));
+    target.assert_close_logged(peer, reason, context);
+    closed
 }
 
 fn size_prefix(size: i32) -> Vec<u8> {
@@ -134,7 +189,8 @@ fn random_bytes_close_the_connection() {
         let len = 64 + usize::try_from(rng.next() % 4096).unwrap();
         let noise = rng.bytes(len);
         let data = if seed % 2 == 0 { wire::frame(&noise) } else { noise };
-        expect_closed(target.addr(), &data, true, &format!("random bytes, seed {seed}"));
+        // Which decoder gives up first depends on the noise: any reason will do.
+        expect_closed(&target, &data, true, "", &format!("random bytes, seed {seed}"));
     }
     target.assert_unharmed("after random bytes");
 }
@@ -145,7 +201,8 @@ fn frame_claiming_2_gib_is_refused_without_buffering() {
     let mut data = size_prefix(i32::MAX);
     data.extend_from_slice(&wire::raw_request_header(ApiKey::Produce as i16, 9, 1, "big", true));
     // No half-close: the broker must hang up on its own, from the size prefix alone.
-    expect_closed(target.addr(), &data, false, "frame size 0x7fffffff");
+    let reason = "request of 2147483647 bytes exceeds socket.request.max.bytes";
+    expect_closed(&target, &data, false, reason, "frame size 0x7fffffff");
     target.assert_unharmed("after a 2 GiB frame");
 }
 
@@ -155,7 +212,7 @@ fn negative_and_zero_frame_sizes_close_the_connection() {
     for size in [-1, i32::MIN, -4096, 0] {
         let mut data = size_prefix(size);
         data.extend_from_slice(&[0u8; 16]);
-        expect_closed(target.addr(), &data, false, &format!("frame size {size}"));
+        expect_closed(&target, &data, false, &format!("invalid request size {size}"), &format!("frame size {size}"));
     }
     target.assert_unharmed("after negative and zero sizes");
 }
@@ -165,9 +222,11 @@ fn truncated_request_then_eof_closes_the_connection() {
     let mut target = Target::start();
     let request = wire::encode_request_payload(ApiKey::ApiVersions, 3, 7, &wire::api_versions_request()).unwrap();
     // Announce 100 bytes more than we send, then end our side.
-    let mut data = size_prefix(i32::try_from(request.len() + 100).unwrap());
+    let announced = request.len() + 100;
+    let mut data = size_prefix(i32::try_from(announced).unwrap());
     data.extend_from_slice(&request);
-    let closed = expect_closed(target.addr(), &data, true, "truncated request");
+    let reason = format!("connection closed inside a request of {announced} bytes");
+    let closed = expect_closed(&target, &data, true, &reason, "truncated request");
     assert!(
         matches!(closed, Closed::Eof { bytes: 0 } | Closed::Reset { bytes: 0 }),
         "the broker answered an incomplete frame: {closed:?}"
@@ -189,7 +248,8 @@ fn frame_whose_body_is_cut_mid_field_closes_the_connection() {
                                                                                                                     // Body: topics array length (1) | topic id (16) | name length (1) | name ... — cut in the name.
     let cut = header_len + 1 + 16 + 1 + topic_name.len() / 2;
     assert!(cut < payload.len());
-    let closed = expect_closed(target.addr(), &wire::frame(&payload[..cut]), false, "body cut mid-field");
+    let reason = "malformed MetadataRequest v12 request";
+    let closed = expect_closed(&target, &wire::frame(&payload[..cut]), false, reason, "body cut mid-field");
     assert!(
         matches!(closed, Closed::Eof { bytes: 0 } | Closed::Reset { bytes: 0 }),
         "the broker answered an undecodable body: {closed:?}"
@@ -202,7 +262,7 @@ fn unknown_api_key_closes_the_connection() {
     let mut target = Target::start();
     let mut payload = wire::raw_request_header(1000, 0, 11, "unknown-key", false);
     payload.extend_from_slice(&[0u8; 8]);
-    expect_closed(target.addr(), &wire::frame(&payload), false, "API key 1000");
+    expect_closed(&target, &wire::frame(&payload), false, "unknown API key 1000", "API key 1000");
     target.assert_unharmed("after an unknown API key");
 }
 
@@ -242,7 +302,8 @@ fn unsupported_metadata_version_closes_the_connection() {
     let mut target = Target::start();
     let mut payload = wire::raw_request_header(ApiKey::Metadata as i16, 99, 13, "future", true);
     payload.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]); // null topics, 2 bools, no tags
-    expect_closed(target.addr(), &wire::frame(&payload), false, "Metadata v99");
+    let reason = "Metadata version 99 is not supported";
+    expect_closed(&target, &wire::frame(&payload), false, reason, "Metadata v99");
     target.assert_unharmed("after Metadata v99");
 }
 
@@ -253,6 +314,7 @@ fn frame_over_configured_socket_request_max_bytes_is_refused() {
         Target::start_with(BrokerOptions { socket_request_max_bytes: Some(limit), ..BrokerOptions::default() });
     let size = i32::try_from(2 * limit).unwrap();
     let mut stream = wire::connect(target.addr(), CLOSE_TIMEOUT).expect("connect");
+    let peer = stream.local_addr().expect("local address");
     wire::write_tolerant(&mut stream, &size_prefix(size));
     // Keep streaming the announced body; the broker must hang up before it has it all.
     let chunk = vec![0u8; 64 * 1024];
@@ -261,11 +323,14 @@ fn frame_over_configured_socket_request_max_bytes_is_refused() {
         sent += 64 * 1024;
     }
     wire::wait_closed(&mut stream, CLOSE_TIMEOUT).expect("the broker closes an oversized frame");
+    let reason = format!("request of {size} bytes exceeds socket.request.max.bytes {limit}");
+    target.assert_close_logged(peer, &reason, "frame over socket.request.max.bytes");
     target.assert_unharmed("after a frame over socket.request.max.bytes");
 }
 
-/// One hostile connection of kind `n % 7`.
-fn hostile_once(addr: SocketAddr, n: u64) {
+/// One hostile connection of kind `n % 7`; true if the broker closed it and must have logged
+/// why (kinds 1 to 5 always end in a `closing connection` warning; noise usually does too).
+fn hostile_once(addr: SocketAddr, n: u64) -> bool {
     let mut rng = Rng(n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let data = match n % 7 {
         0 => rng.bytes(512),
@@ -277,11 +342,11 @@ fn hostile_once(addr: SocketAddr, n: u64) {
         _ => wire::frame(&rng.bytes(300)),
     };
     let Ok(mut stream) = wire::connect(addr, CLOSE_TIMEOUT) else {
-        return;
+        return false;
     };
     wire::write_tolerant(&mut stream, &data);
     let _ = stream.shutdown(Shutdown::Write);
-    let _ = wire::wait_closed(&mut stream, CLOSE_TIMEOUT);
+    wire::wait_closed(&mut stream, CLOSE_TIMEOUT).is_ok() && (1..=5).contains(&(n % 7))
 }
 
 #[test]
@@ -294,13 +359,13 @@ fn hostile_connections_in_parallel_do_not_disturb_a_producer() {
             let stop = Arc::clone(&stop);
             thread::spawn(move || {
                 let mut n = t;
-                let mut connections = 0u64;
+                let (mut connections, mut must_explain) = (0usize, 0usize);
                 while !stop.load(Ordering::Relaxed) {
-                    hostile_once(addr, n);
+                    must_explain += usize::from(hostile_once(addr, n));
                     n += 8;
                     connections += 1;
                 }
-                connections
+                (connections, must_explain)
             })
         })
         .collect();
@@ -333,7 +398,8 @@ fn hostile_connections_in_parallel_do_not_disturb_a_producer() {
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
     stop.store(true, Ordering::Relaxed);
-    let connections: u64 = attackers.into_iter().map(|a| a.join().unwrap()).sum();
+    let (connections, must_explain) =
+        attackers.into_iter().map(|a| a.join().unwrap()).fold((0, 0), |(c, m), (ac, am)| (c + ac, m + am));
     println!("broker RSS each second (MiB): {:?}", sampler.join().unwrap());
     println!(
         "{connections} hostile connections; producer sent {sent}, acked {}, failed {}",
@@ -347,5 +413,6 @@ fn hostile_connections_in_parallel_do_not_disturb_a_producer() {
         "the producer was disturbed: {:?}",
         log.snapshot().failed.first()
     );
+    target.assert_closes_logged(must_explain, "after parallel hostile connections");
     target.assert_unharmed("after parallel hostile connections");
 }
