@@ -4,8 +4,10 @@
 # assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g').
 #
 # Installs what it needs if missing: kcat from Debian's packages, and a venv at <repo>/.venv
-# with kafka-python (pinned) plus the Python codec libraries. Starts target/release/strom (or
-# $STROM_BIN) on free ports with a temp data dir, runs the round trips, and ends with the line
+# with kafka-python (pinned) plus the libraries of its snappy, lz4 and zstd codecs from PyPI;
+# if they cannot be installed the script stops (every codec is part of the test). Starts
+# target/release/strom (or $STROM_BIN) on free ports with a temp data dir, runs the round
+# trips, and ends with the line
 #   clients: N passed, M failed
 # exiting non-zero if anything failed. The broker is stopped on exit, whatever happens.
 set -euo pipefail
@@ -36,16 +38,19 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   echo "creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import kafka, sys; sys.exit(kafka.__version__ != '$KAFKA_PYTHON_VERSION')" 2>/dev/null; then
-  "$VENV/bin/pip" install -q "kafka-python==$KAFKA_PYTHON_VERSION"
+# kafka-python at the pinned version, and every codec by kafka.codec's own checks (python-snappy
+# provides `snappy`, lz4 `lz4.frame`, zstandard `zstandard`).
+venv_ready() {
+  "$VENV/bin/python" - "$KAFKA_PYTHON_VERSION" 2>/dev/null <<'EOF'
+import sys
+import kafka
+from kafka import codec
+sys.exit(kafka.__version__ != sys.argv[1] or not (codec.has_snappy() and codec.has_lz4() and codec.has_zstd()))
+EOF
+}
+if ! venv_ready; then
+  "$VENV/bin/pip" install -q "kafka-python==$KAFKA_PYTHON_VERSION" python-snappy lz4 zstandard
 fi
-for lib in python-snappy lz4 zstandard; do
-  module=${lib#python-}
-  if ! "$VENV/bin/python" -c "import $module" 2>/dev/null; then
-    # A codec library that cannot be installed only skips that codec (the script says so).
-    "$VENV/bin/pip" install -q "$lib" || echo "could not install $lib: its codec will be skipped"
-  fi
-done
 
 # --- broker ---------------------------------------------------------------------------------
 WORK=$(mktemp -d -t strom-clients-XXXXXX)

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """kafka-python against a Strom broker: what the pure-Python client produces comes back intact.
 
-For each codec (none, gzip, snappy, lz4, zstd) whose Python library is installed, a fresh
-3-partition topic is created with KafkaAdminClient, 10,000 keyed records with headers
-(including a repeated header key) are produced with acks=all, and an assign-only consumer
-(group_id=None, seek_to_beginning) reads them back. Checked: every record exactly once, per-key
-order (the value carries a per-key sequence), one partition per key, key/value/headers intact.
+For each codec (none, gzip, snappy, lz4, zstd) a fresh 3-partition topic is created with
+KafkaAdminClient, 10,000 keyed records with headers (a repeated header key and an empty value
+included) and explicit timestamps (distinct, not in send order, so a batch's timestamp deltas
+go both ways) are produced with acks=all, and an assign-only consumer (group_id=None,
+seek_to_beginning) reads them back. Checked: every record exactly once, per-key order (the
+value carries a per-key sequence), one partition per key, key/value/headers intact, and each
+timestamp the one sent, as CreateTime. A codec whose Python library is missing fails its case:
+clients.sh installs them all.
 
-Prints one line per case: "PASS <case>", "FAIL <case>: <why>" or "SKIP <case>: <why>";
-exits 1 if any case failed. `create-topic` is a helper for clients.sh (kcat cannot create
-topics).
+Prints one line per case: "PASS <case>" or "FAIL <case>: <why>"; exits 1 if any case failed.
+`create-topic` is a helper for clients.sh (kcat cannot create topics).
 """
 
 import argparse
@@ -30,6 +32,10 @@ CODECS = {
     "zstd": kcodec.has_zstd,
 }
 KEYS = 97
+# Timestamps are base + (i * TS_STEP) % TS_SPREAD: distinct for i < TS_SPREAD, and out of order.
+TS_STEP = 7919
+TS_SPREAD = 10007
+CREATE_TIME = 0
 
 
 def create_topic(bootstrap, topic, partitions):
@@ -40,18 +46,20 @@ def create_topic(bootstrap, topic, partitions):
         admin.close()
 
 
-def expected(i):
+def expected(i, base_ms):
     k = i % KEYS
     seq = i // KEYS
     key = f"key-{k:03d}".encode()
     value = f"k={k} seq={seq} {'py' * (i % 17)}".encode()
-    headers = [("seq", str(seq).encode()), ("dup", b"first"), ("dup", b"second")]
-    return key, value, headers
+    headers = [("seq", str(seq).encode()), ("dup", b"first"), ("dup", b"second"), ("empty", b"")]
+    timestamp_ms = base_ms + (i * TS_STEP) % TS_SPREAD
+    return key, value, headers, timestamp_ms
 
 
 def roundtrip(bootstrap, codec, records, partitions):
     topic = f"kafka-python-{codec}-{os.getpid()}"
     create_topic(bootstrap, topic, partitions)
+    base_ms = int(time.time() * 1000) - 60_000
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
@@ -62,8 +70,8 @@ def roundtrip(bootstrap, codec, records, partitions):
     )
     futures = []
     for i in range(records):
-        key, value, headers = expected(i)
-        futures.append(producer.send(topic, key=key, value=value, headers=headers))
+        key, value, headers, timestamp_ms = expected(i, base_ms)
+        futures.append(producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=timestamp_ms))
     producer.flush(timeout=120)
     failed = [f for f in futures if f.failed()]
     not_done = [f for f in futures if not f.is_done]
@@ -109,11 +117,14 @@ def roundtrip(bootstrap, codec, records, partitions):
         next_seq[k] = seq + 1
         if partition_of.setdefault(k, r.partition) != r.partition:
             return f"key {k} in partitions {partition_of[k]} and {r.partition}"
-        key, value, headers = expected(seq * KEYS + k)
+        key, value, headers, timestamp_ms = expected(seq * KEYS + k, base_ms)
         if (r.key, r.value) != (key, value):
             return f"{r.partition}@{r.offset}: {(r.key, r.value)!r} != {(key, value)!r}"
         if list(r.headers) != headers:
             return f"{r.partition}@{r.offset}: headers {list(r.headers)!r} != {headers!r}"
+        if (r.timestamp, r.timestamp_type) != (timestamp_ms, CREATE_TIME):
+            got_ts = f"timestamp {r.timestamp} (type {r.timestamp_type})"
+            return f"{r.partition}@{r.offset}: {got_ts}, want {timestamp_ms} (type {CREATE_TIME}, CreateTime)"
     return None
 
 
@@ -142,7 +153,8 @@ def main():
             failures += 1
             continue
         if not CODECS[codec]():
-            print(f"SKIP {case}: the Python library for {codec} is not installed", flush=True)
+            print(f"FAIL {case}: the Python library for {codec} is not installed", flush=True)
+            failures += 1
             continue
         started = time.time()
         try:
