@@ -3,11 +3,11 @@
 # kafka-python (a pure-Python client with its own protocol code), each as a producer, an
 # assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g').
 #
-# Installs what it needs if missing: kcat from Debian's packages, and a venv at <repo>/.venv
-# with kafka-python (pinned) plus the libraries of its snappy, lz4 and zstd codecs from PyPI;
-# if they cannot be installed the script stops (every codec is part of the test). Starts
-# target/release/strom (or $STROM_BIN) on free ports with a temp data dir, runs the round
-# trips, and ends with the line
+# Installs what it needs if missing: kcat (and python3-venv, if a venv cannot be made) from
+# Debian's packages, and a venv at <repo>/.venv with kafka-python (pinned) plus the libraries
+# of its snappy, lz4 and zstd codecs from PyPI; if they cannot be installed the script stops
+# (every codec is part of the test). Starts target/release/strom (or $STROM_BIN) on free
+# ports with a temp data dir, runs the round trips, and ends with the line
 #   clients: N passed, M failed
 # exiting non-zero if anything failed. The broker is stopped on exit, whatever happens.
 set -euo pipefail
@@ -34,9 +34,15 @@ if ! command -v kcat >/dev/null 2>&1; then
   echo "installing kcat"
   apt-get update -qq && apt-get install -y -qq kcat >/dev/null
 fi
-if [[ ! -x "$VENV/bin/python" ]]; then
+if [[ ! -x "$VENV/bin/pip" ]]; then
   echo "creating $VENV"
-  python3 -m venv "$VENV"
+  # Debian's python3 cannot make a venv (it has no ensurepip) without python3-venv; the failed
+  # attempt leaves a venv without pip behind, hence --clear on the second one.
+  if ! python3 -m venv "$VENV"; then
+    echo "installing python3-venv"
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv --clear "$VENV"
+  fi
 fi
 # kafka-python at the pinned version, and every codec by kafka.codec's own checks (python-snappy
 # provides `snappy`, lz4 `lz4.frame`, zstandard `zstandard`).
