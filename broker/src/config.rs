@@ -23,6 +23,27 @@ pub struct BrokerConfig {
     pub advertised_kafka: Option<String>,
     /// Address of the HTTP endpoint (`/metrics`, `/healthz`, `/readyz`). Default `0.0.0.0:9094`.
     pub http_listen: String,
+    /// Address of the internal gRPC listener (raft, controller calls). Default `0.0.0.0:9093`.
+    pub internal_listen: String,
+    /// host:port other brokers reach the internal listener at. Default: this broker's entry in
+    /// `voters`, else the bound internal address with an unspecified IP replaced by 127.0.0.1.
+    pub advertised_internal: Option<String>,
+    /// `controller.quorum.voters`: `id@host:port,...` (internal addresses). Default: this broker
+    /// alone, a one-voter quorum.
+    pub voters: Option<String>,
+    /// `controller.quorum.election.timeout.ms`: a voter that hears from no leader for this long
+    /// (randomised up to twice it) starts an election. Default 1000.
+    pub controller_quorum_election_timeout_ms: u64,
+    /// How often the raft leader heartbeats its followers; also their RPC timeout. Default 250.
+    pub controller_quorum_heartbeat_interval_ms: u64,
+    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats the controller. Default 2000.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: a broker silent for this long is fenced. Default 9000.
+    pub broker_session_timeout_ms: u64,
+    /// Metadata log entries between snapshots. Default 5000.
+    pub metadata_snapshot_interval_entries: u64,
+    /// Metadata log entries kept below the last snapshot, for followers a little behind. Default 1000.
+    pub metadata_max_retained_entries: u64,
     /// `broker.rack`. Default none.
     pub rack: Option<String>,
     /// `num.partitions`: partitions of auto-created topics and of CreateTopics with -1. Default 1.
@@ -95,6 +116,15 @@ impl Default for BrokerConfig {
             kafka_listen: "0.0.0.0:9092".to_string(),
             advertised_kafka: None,
             http_listen: "0.0.0.0:9094".to_string(),
+            internal_listen: "0.0.0.0:9093".to_string(),
+            advertised_internal: None,
+            voters: None,
+            controller_quorum_election_timeout_ms: 1000,
+            controller_quorum_heartbeat_interval_ms: 250,
+            broker_heartbeat_interval_ms: 2000,
+            broker_session_timeout_ms: 9000,
+            metadata_snapshot_interval_entries: 5000,
+            metadata_max_retained_entries: 1000,
             rack: None,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -183,6 +213,25 @@ impl BrokerConfig {
             || self.group_min_session_timeout_ms > self.group_max_session_timeout_ms
         {
             return fail("group_min_session_timeout_ms", "must be >= 0 and <= group_max_session_timeout_ms");
+        }
+        if self.controller_quorum_heartbeat_interval_ms == 0
+            || self.controller_quorum_heartbeat_interval_ms >= self.controller_quorum_election_timeout_ms
+        {
+            return fail(
+                "controller_quorum_heartbeat_interval_ms",
+                "must be > 0 and below controller_quorum_election_timeout_ms",
+            );
+        }
+        if self.broker_heartbeat_interval_ms == 0 || self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms
+        {
+            return fail("broker_heartbeat_interval_ms", "must be > 0 and below broker_session_timeout_ms");
+        }
+        if self.metadata_snapshot_interval_entries == 0 {
+            return fail("metadata_snapshot_interval_entries", "must be > 0");
+        }
+        if let Some(v) = &self.voters {
+            crate::metadata::quorum::VoterSet::parse(v)
+                .map_err(|e| ConfigError { key: "voters", reason: e.to_string() })?;
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return fail("log_format", "must be text or json");

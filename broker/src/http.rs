@@ -1,5 +1,6 @@
 //! The HTTP endpoint: `/metrics` (Prometheus text), `/healthz` (the process is serving) and
-//! `/readyz` (the broker has opened every partition it hosts and accepts clients).
+//! `/readyz` (the broker is registered with the controller, unfenced, and has applied the
+//! metadata that says so: it serves what it hosts).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::group::GroupCoordinator;
-use crate::metrics::Metrics;
+use crate::metadata::runtime::Metadata;
+use crate::metrics::{MetadataStats, Metrics};
 use crate::partition::ReplicaManager;
 use crate::shutdown::Shutdown;
 
@@ -22,6 +24,7 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
+    pub metadata: Metadata,
     pub ready: Arc<AtomicBool>,
 }
 
@@ -35,7 +38,23 @@ pub async fn run(listener: TcpListener, state: HttpState, mut shutdown: Shutdown
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.wait().await }).await
 }
 
+fn metadata_stats(m: &Metadata) -> MetadataStats {
+    let raft = m.metrics().borrow().clone();
+    let image = m.state_machine.image();
+    MetadataStats {
+        applied_index: image.applied_index,
+        snapshot_index: raft.snapshot.map_or(0, |l| l.index),
+        log_start_index: raft.purged.map_or(0, |l| l.index + 1),
+        current_term: raft.current_term,
+        is_controller: m.controller.is_active(),
+        snapshot_installs: m.state_machine.snapshot_installs(),
+        registered_brokers: image.brokers.len(),
+        fenced_brokers: image.brokers.values().filter(|b| b.fenced).count(),
+    }
+}
+
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    state.metrics.set_metadata(&metadata_stats(&state.metadata));
     let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }

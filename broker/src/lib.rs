@@ -1,13 +1,14 @@
 //! The Strom broker: a Kafka-compatible event-streaming broker.
 //!
-//! Module map (dependencies point downwards: `server → kafka → {partition, metadata} → log`):
+//! Module map (dependencies point downwards: `server → {kafka, publisher} → {group, partition, metadata} → log`):
 //! - [`log`]: the segmented partition log on disk — segments, mmap'd sparse indexes, recovery,
 //!   retention. Knows nothing of the wire protocol.
 //! - [`partition`]: one partition replica — its log, the idempotent-producer state, the high
 //!   watermark and the waiters woken by appends; and the [`partition::ReplicaManager`] that owns
 //!   every replica on this broker.
-//! - [`metadata`]: the cluster metadata this broker serves — topics, their ids, partition counts
-//!   and configs — persisted under `<data>/metadata/`, plus the producer-id allocator.
+//! - [`metadata`]: the cluster metadata — a replicated log on openraft whose state machine
+//!   (the image: brokers, topics, partitions with their leaders) every broker serves from; the
+//!   controller role of the raft leader; producer-id blocks. Under `<data>/metadata/`.
 //! - [`group`]: the consumer-group coordinator and committed offsets in `__consumer_offsets`.
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
@@ -15,6 +16,10 @@
 //! - [`error_chain`]: an error and its causes on one line.
 //! - [`config`]: the broker's configuration (flags, `STROM_*` environment, TOML file).
 //! - [`node`]: the shared state of a running broker and the topic operations on it.
+//! - [`publisher`]: makes this broker what each new metadata image says (replicas opened and
+//!   removed, leadership, configs, coordinated groups, readiness).
+//! - [`lifecycle`]: registration and heartbeats with the active controller.
+//! - [`internal`]: the internal gRPC port (raft, controller calls).
 //! - [`server`]: wires one node together and runs it until shutdown.
 //! - [`cli`]: the `strom` command line (`serve`, `dev`).
 
@@ -23,12 +28,15 @@ pub mod config;
 pub mod error_chain;
 pub mod group;
 pub mod http;
+pub mod internal;
 pub mod kafka;
+pub mod lifecycle;
 pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod node;
 pub mod partition;
+pub mod publisher;
 pub mod server;
 pub mod shutdown;
 pub mod time;

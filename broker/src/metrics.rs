@@ -34,7 +34,37 @@ pub struct Metrics {
     log_end_offset: Family<PartitionLabels, Gauge>,
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
+    metadata: [Gauge; 8],
 }
+
+/// The metadata quorum as this broker sees it, read at scrape time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetadataStats {
+    pub applied_index: u64,
+    pub snapshot_index: u64,
+    /// The first raft log index still stored (purged + 1).
+    pub log_start_index: u64,
+    pub current_term: u64,
+    pub is_controller: bool,
+    pub snapshot_installs: u64,
+    pub registered_brokers: usize,
+    pub fenced_brokers: usize,
+}
+
+/// (name, help) of each metadata gauge, in [`MetadataStats`] order.
+const METADATA_GAUGES: [(&str, &str); 8] = [
+    ("metadata_applied_index", "Index of the last metadata log entry applied by this broker"),
+    ("metadata_snapshot_index", "Index of the last entry in this broker's newest metadata snapshot"),
+    (
+        "metadata_log_start_index",
+        "First metadata log index this broker still stores (older entries are compacted into a snapshot)",
+    ),
+    ("metadata_current_term", "Current raft term of the metadata quorum"),
+    ("metadata_is_controller", "1 if this broker is the active controller"),
+    ("metadata_snapshot_installs_total", "Metadata snapshots installed from the leader since start"),
+    ("controller_registered_brokers", "Brokers registered in the metadata image"),
+    ("controller_fenced_brokers", "Registered brokers that are fenced"),
+];
 
 fn latency_histogram() -> Histogram {
     // 50µs .. ~13s
@@ -65,6 +95,10 @@ impl Metrics {
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
         let log_start_offset = Family::<PartitionLabels, Gauge>::default();
         let log_size_bytes = Family::<PartitionLabels, Gauge>::default();
+        let metadata: [Gauge; 8] = Default::default();
+        for ((name, help), gauge) in METADATA_GAUGES.iter().zip(&metadata) {
+            registry.register(*name, *help, gauge.clone());
+        }
         registry.register("kafka_requests", "Kafka requests handled, by API", requests.clone());
         registry.register(
             "kafka_request_errors",
@@ -103,6 +137,24 @@ impl Metrics {
             log_end_offset,
             log_start_offset,
             log_size_bytes,
+            metadata,
+        }
+    }
+
+    /// Sets the metadata gauges (called at scrape time).
+    pub fn set_metadata(&self, m: &MetadataStats) {
+        let values = [
+            m.applied_index,
+            m.snapshot_index,
+            m.log_start_index,
+            m.current_term,
+            u64::from(m.is_controller),
+            m.snapshot_installs,
+            m.registered_brokers as u64,
+            m.fenced_brokers as u64,
+        ];
+        for (gauge, v) in self.metadata.iter().zip(values) {
+            gauge.set(i64::try_from(v).unwrap_or(i64::MAX));
         }
     }
 

@@ -1,30 +1,54 @@
 //! [`Node`]: the state of one running broker that the Kafka handlers and the HTTP endpoint
-//! share, and the topic operations that must keep the catalog and the hosted partitions in
-//! step (create, delete, grow, reconfigure).
+//! share, and the topic operations they ask of the cluster. Topic changes go to the active
+//! controller; they reach this broker's partitions when its image applies them (see
+//! [`crate::publisher`]).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::BrokerConfig;
 use crate::group::{GroupConfig, GroupCoordinator, OFFSETS_TOPIC};
-use crate::metadata::{Catalog, CatalogError, ClusterIdentity, ProducerIdAllocator, TopicMetadata};
+use crate::metadata::client::ClientError;
+use crate::metadata::controller::{CreatedTopic, ErrorKind, TopicSpec};
+use crate::metadata::runtime::Metadata;
+use crate::metadata::types::broker_id;
+use crate::metadata::{Catalog, ProducerIdAllocator};
 use crate::metrics::Metrics;
-use crate::partition::{PartitionError, ReplicaManager};
+use crate::partition::{Partition, ReplicaManager};
 
-/// A topic operation failed in the catalog or while opening its partitions.
+/// How long a Kafka request waits for the controller to commit a metadata change (through
+/// an election if one is under way).
+pub const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A topic operation failed at the controller.
 #[derive(Debug, thiserror::Error)]
 pub enum TopicOpError {
     #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    #[error(transparent)]
-    Partition(#[from] PartitionError),
+    Controller(#[from] ClientError),
+}
+
+impl TopicOpError {
+    /// Whether the topic already existed (a race that auto-creation tolerates).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, TopicOpError::Controller(ClientError::Refused { code: ErrorKind::TopicAlreadyExists, .. }))
+    }
+}
+
+/// Why a partition cannot be served by this broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaLookup {
+    /// The metadata has no such topic or partition.
+    UnknownTopicOrPartition,
+    /// The partition exists but another broker leads it (or none does right now).
+    NotLeader,
 }
 
 /// One broker's shared state.
 #[derive(Debug)]
 pub struct Node {
     pub config: Arc<BrokerConfig>,
-    pub identity: ClusterIdentity,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -33,6 +57,9 @@ pub struct Node {
     pub producer_ids: ProducerIdAllocator,
     pub metrics: Arc<Metrics>,
     pub groups: Arc<GroupCoordinator>,
+    pub metadata: Metadata,
+    /// `/readyz`: registered, unfenced, and this broker's image applied.
+    pub ready: Arc<AtomicBool>,
 }
 
 /// The coordinator's settings from the broker's.
@@ -48,26 +75,50 @@ pub fn group_config(c: &BrokerConfig) -> GroupConfig {
 }
 
 impl Node {
-    /// Opens the partitions of every topic in the catalog (recovering their logs).
-    pub fn open_all_topics(&self) -> Result<(), TopicOpError> {
-        for topic in self.catalog.list() {
-            self.replicas.ensure_topic(&topic)?;
+    pub fn id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The active controller as this broker knows it, -1 if none.
+    pub fn controller_id(&self) -> i32 {
+        self.metadata.metrics().borrow().current_leader.map_or(-1, broker_id)
+    }
+
+    /// The replica of `topic`-`partition` if this broker leads it.
+    pub fn leader_replica(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ReplicaLookup> {
+        if let Some(p) = self.replicas.leader(topic, partition) {
+            return Ok(p);
         }
-        Ok(())
+        match self.catalog.get(topic) {
+            Some(t) if t.partition(partition).is_some() => Err(ReplicaLookup::NotLeader),
+            _ => Err(ReplicaLookup::UnknownTopicOrPartition),
+        }
     }
 
     /// Creates `__consumer_offsets` on first use, as Kafka does (FindCoordinator): compacted,
     /// so each group's latest metadata and offsets are kept and superseded ones cleaned away.
-    pub fn ensure_offsets_topic(&self) -> Result<(), TopicOpError> {
+    pub async fn ensure_offsets_topic(&self) -> Result<(), TopicOpError> {
         if self.catalog.get(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
-        let configs = BTreeMap::from([
-            ("cleanup.policy".to_string(), "compact".to_string()),
-            ("segment.bytes".to_string(), self.config.offsets_topic_segment_bytes.to_string()),
-        ]);
-        match self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs) {
-            Ok(_) | Err(TopicOpError::Catalog(CatalogError::TopicAlreadyExists(_))) => Ok(()),
+        let spec = TopicSpec {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: self.config.offsets_topic_num_partitions,
+            replication_factor: 1,
+            configs: BTreeMap::from([
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("segment.bytes".to_string(), self.config.offsets_topic_segment_bytes.to_string()),
+            ]),
+            assignment: Vec::new(),
+            validate_only: false,
+        };
+        match self.create_topic(spec).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_already_exists() => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -77,44 +128,34 @@ impl Node {
         topic == OFFSETS_TOPIC
     }
 
-    /// Creates a topic and its partitions.
-    pub fn create_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        configs: BTreeMap<String, String>,
-    ) -> Result<Arc<TopicMetadata>, TopicOpError> {
-        let topic = self.catalog.create_topic(name, partitions, configs)?;
-        self.replicas.ensure_topic(&topic)?;
-        tracing::info!(topic = %topic.name, id = %topic.id, partitions = topic.partitions, "created topic");
-        Ok(topic)
+    /// Creates a topic through the controller; returns once this broker's image has it.
+    pub async fn create_topic(&self, spec: TopicSpec) -> Result<CreatedTopic, TopicOpError> {
+        Ok(self.metadata.client.create_topic(&spec, CONTROLLER_TIMEOUT).await?)
     }
 
-    /// Deletes a topic and its data.
-    pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicMetadata>, TopicOpError> {
-        let topic = self.catalog.delete_topic(name)?;
-        self.replicas.remove_topic(name);
-        tracing::info!(topic = %name, id = %topic.id, "deleted topic");
-        Ok(topic)
+    /// Deletes a topic (its replicas are removed as brokers apply the deletion).
+    pub async fn delete_topic(&self, name: &str) -> Result<(), TopicOpError> {
+        Ok(self.metadata.client.delete_topic(name, CONTROLLER_TIMEOUT).await?)
     }
 
     /// Grows a topic to `count` partitions.
-    pub fn increase_partitions(&self, name: &str, count: i32) -> Result<Arc<TopicMetadata>, TopicOpError> {
-        let topic = self.catalog.increase_partitions(name, count)?;
-        self.replicas.ensure_topic(&topic)?;
-        tracing::info!(topic = %name, partitions = count, "increased partitions");
-        Ok(topic)
+    pub async fn increase_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: &[Vec<i32>],
+        validate_only: bool,
+    ) -> Result<(), TopicOpError> {
+        Ok(self.metadata.client.create_partitions(name, count, assignment, validate_only, CONTROLLER_TIMEOUT).await?)
     }
 
-    /// Replaces a topic's config overrides and applies them to its partitions.
-    pub fn set_topic_configs(
+    /// Replaces a topic's config overrides.
+    pub async fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> Result<Arc<TopicMetadata>, TopicOpError> {
-        let topic = self.catalog.set_configs(name, configs)?;
-        self.replicas.update_topic_config(&topic);
-        tracing::info!(topic = %name, configs = ?topic.configs, "altered topic configs");
-        Ok(topic)
+        validate_only: bool,
+    ) -> Result<(), TopicOpError> {
+        Ok(self.metadata.client.alter_configs(name, &configs, validate_only, CONTROLLER_TIMEOUT).await?)
     }
 }

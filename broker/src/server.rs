@@ -1,29 +1,40 @@
 //! Wires one broker together and runs it until shutdown:
-//! identity and catalog → listeners bound → HTTP up (not ready) → partitions opened and
-//! recovered → ready, Kafka clients accepted → retention task → on shutdown, stop accepting
-//! and flush every partition so the next start skips recovery.
+//! identity → listeners bound → metadata quorum opened (raft log, snapshot) → internal gRPC
+//! port served, a new cluster bootstrapped → HTTP up (not ready) → the replicas the local
+//! metadata image assigns here opened and recovered → publisher, controller role, and
+//! registration with the active controller → ready once registered and unfenced → Kafka
+//! clients served. On shutdown: stop accepting, tell the controller (which moves leadership
+//! away), flush every partition so the next start skips recovery, stop raft, close the
+//! internal port.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigError};
 use crate::group::GroupCoordinator;
 use crate::http::{self, HttpState};
 use crate::kafka::listener;
+use crate::lifecycle::{self, LifecycleError, LifecycleTiming};
 use crate::metadata::cluster::IdentityError;
-use crate::metadata::producer_ids::ProducerIdError;
-use crate::metadata::{Catalog, CatalogError, ClusterIdentity, ProducerIdAllocator};
+use crate::metadata::command::Endpoint;
+use crate::metadata::controller::Registration;
+use crate::metadata::quorum::{QuorumTuning, VoterSet, VotersError};
+use crate::metadata::runtime::{Metadata, MetadataError, MetadataSettings};
+use crate::metadata::{Catalog, ClusterIdentity, ProducerIdAllocator};
 use crate::metrics::Metrics;
-use crate::node::{Node, TopicOpError};
+use crate::node::Node;
 use crate::partition::ReplicaManager;
-use crate::shutdown::Shutdown;
+use crate::shutdown::{self, Shutdown};
 use crate::time::now_ms;
+use crate::{internal, publisher};
 
-/// Why the broker could not start.
+/// Why the broker could not start (or had to stop).
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error(transparent)]
@@ -37,9 +48,9 @@ pub enum ServerError {
     #[error(transparent)]
     Identity(#[from] IdentityError),
     #[error(transparent)]
-    Catalog(#[from] CatalogError),
+    Voters(#[from] VotersError),
     #[error(transparent)]
-    ProducerIds(#[from] ProducerIdError),
+    Metadata(#[from] MetadataError),
     #[error("binding {what} listener on {addr}")]
     Bind {
         what: &'static str,
@@ -47,10 +58,14 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid advertised Kafka address {0:?}: expected host:port")]
-    Advertised(String),
+    #[error("invalid advertised {what} address {addr:?}: expected host:port")]
+    Advertised { what: &'static str, addr: String },
+    #[error("broker {id} is a voter at {voter}, but --advertised-internal says {advertised}")]
+    VoterAddress { id: i32, voter: String, advertised: String },
     #[error("opening partitions")]
-    OpenPartitions(#[source] TopicOpError),
+    OpenPartitions(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Lifecycle(#[from] LifecycleError),
 }
 
 /// Addresses a started broker listens on.
@@ -58,95 +73,140 @@ pub enum ServerError {
 pub struct BoundAddrs {
     pub kafka: SocketAddr,
     pub http: SocketAddr,
+    pub internal: SocketAddr,
 }
 
-/// Runs a broker until `shutdown` fires. `on_bound` is told the listening addresses once both
-/// listeners are bound (before recovery).
+/// Runs a broker until `shutdown` fires (or it cannot stay in the cluster). `on_bound` is
+/// told the listening addresses once every listener is bound (before recovery).
 pub async fn run(
     config: BrokerConfig,
-    shutdown: Shutdown,
+    external_shutdown: Shutdown,
     on_bound: impl FnOnce(BoundAddrs),
 ) -> Result<(), ServerError> {
     config.validate()?;
     let config = Arc::new(config);
+    let me = config.node_id;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| ServerError::DataDir { path: config.data_dir.clone(), source })?;
-    let identity = ClusterIdentity::load_or_create(&config.data_dir, config.node_id)?;
+    let identity = ClusterIdentity::load_or_create(&config.data_dir, me)?;
     let metadata_dir = config.data_dir.join("metadata");
-    let catalog = Catalog::open(&metadata_dir)?;
-    let producer_ids = ProducerIdAllocator::open(&metadata_dir)?;
+    for leftover in ["topics.json", "producer-ids"] {
+        if metadata_dir.join(leftover).exists() {
+            tracing::warn!(file = %metadata_dir.join(leftover).display(), "ignoring single-node metadata from an older Strom; topics now live in the metadata log");
+        }
+    }
 
     let bind = |what, addr: String| async move {
-        TcpListener::bind(&addr).await.map_err(|source| ServerError::Bind { what, addr, source })
+        let listener =
+            TcpListener::bind(&addr).await.map_err(|source| ServerError::Bind { what, addr: addr.clone(), source })?;
+        let local = listener.local_addr().map_err(|source| ServerError::Bind { what, addr, source })?;
+        Ok::<_, ServerError>((listener, local))
     };
-    let kafka_listener = bind("Kafka", config.kafka_listen.clone()).await?;
-    let http_listener = bind("HTTP", config.http_listen.clone()).await?;
-    let kafka_addr = kafka_listener.local_addr().map_err(|source| ServerError::Bind {
-        what: "Kafka",
-        addr: config.kafka_listen.clone(),
-        source,
-    })?;
-    let http_addr = http_listener.local_addr().map_err(|source| ServerError::Bind {
-        what: "HTTP",
-        addr: config.http_listen.clone(),
-        source,
-    })?;
-    let (advertised_host, advertised_port) = advertised(&config, kafka_addr)?;
-    on_bound(BoundAddrs { kafka: kafka_addr, http: http_addr });
+    let (internal_listener, internal_addr) = bind("internal", config.internal_listen.clone()).await?;
+    let (kafka_listener, kafka_addr) = bind("Kafka", config.kafka_listen.clone()).await?;
+    let (http_listener, http_addr) = bind("HTTP", config.http_listen.clone()).await?;
+    let (advertised_host, advertised_port) = advertised("Kafka", config.advertised_kafka.as_deref(), kafka_addr)?;
+    let (voters, advertised_internal) = quorum_addresses(&config, internal_addr)?;
+    on_bound(BoundAddrs { kafka: kafka_addr, http: http_addr, internal: internal_addr });
+
+    // Our own shutdown, fired by the caller's or by a fatal lifecycle error; the internal
+    // port closes last, after the controller has been told.
+    let (trigger, shutdown) = shutdown::channel();
+    {
+        let (trigger, mut external) = (trigger.clone(), external_shutdown);
+        tokio::spawn(async move {
+            external.wait().await;
+            trigger.trigger();
+        });
+    }
+    let (stop_internal, internal_shutdown) = shutdown::channel();
+
+    let metadata = Metadata::open(MetadataSettings {
+        node_id: me,
+        voters: voters.clone(),
+        tuning: QuorumTuning {
+            election_timeout_ms: config.controller_quorum_election_timeout_ms,
+            heartbeat_interval_ms: config.controller_quorum_heartbeat_interval_ms,
+            snapshot_interval_entries: config.metadata_snapshot_interval_entries,
+            max_retained_entries: config.metadata_max_retained_entries,
+        },
+        session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+        dir: metadata_dir,
+    })
+    .await?;
+    let internal_task = tokio::spawn(internal::run(internal_listener, metadata.clone(), internal_shutdown));
+    metadata.bootstrap().await;
+    let controller_task = tokio::spawn(metadata.controller.clone().run(shutdown.clone()));
 
     let metrics = Arc::new(Metrics::new());
     let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
-    let ready = Arc::new(AtomicBool::new(false));
     let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
-    let http_state = HttpState {
-        metrics: metrics.clone(),
-        replicas: replicas.clone(),
-        groups: groups.clone(),
-        ready: ready.clone(),
-    };
-    let http_task = tokio::spawn(http::run(http_listener, http_state, shutdown.clone()));
-
+    let ready = Arc::new(AtomicBool::new(false));
+    let (epoch_tx, epoch_rx) = watch::channel(None);
     let node = Arc::new(Node {
         config: config.clone(),
-        identity,
         advertised_host,
         advertised_port,
-        catalog,
+        catalog: Catalog::new(metadata.image()),
         replicas: replicas.clone(),
-        producer_ids,
-        metrics,
-        groups,
+        producer_ids: ProducerIdAllocator::new(me, epoch_rx.clone(), metadata.client.clone()),
+        metrics: metrics.clone(),
+        groups: groups.clone(),
+        metadata: metadata.clone(),
+        ready: ready.clone(),
     });
+    let http_state = HttpState { metrics, replicas: replicas.clone(), groups, metadata: metadata.clone(), ready };
+    let http_task = tokio::spawn(http::run(http_listener, http_state, shutdown.clone()));
+
+    // Recover what the local image assigns here before anything is served from it.
     let started = std::time::Instant::now();
+    let image = metadata.state_machine.image();
     {
-        let node = node.clone();
-        tokio::task::spawn_blocking(move || node.open_all_topics())
+        let (node, image) = (node.clone(), image.clone());
+        tokio::task::spawn_blocking(move || publisher::apply(&node, None, &image, None))
             .await
-            .map_err(|e| {
-                ServerError::OpenPartitions(TopicOpError::Partition(crate::partition::PartitionError::Io {
-                    topic: String::new(),
-                    partition: -1,
-                    op: "open partitions task",
-                    path: config.data_dir.clone(),
-                    source: std::io::Error::other(e),
-                }))
-            })?
             .map_err(ServerError::OpenPartitions)?;
     }
-    let groups_loaded = node.groups.load();
     tracing::info!(
-        node_id = config.node_id,
-        groups = groups_loaded,
-        cluster_id = %node.identity.cluster_id,
+        node_id = me,
+        voters = %voters.describe(),
+        voter = voters.contains(me),
         kafka = %kafka_addr,
         advertised = %format!("{}:{}", node.advertised_host, node.advertised_port),
+        internal = %internal_addr,
+        advertised_internal = %advertised_internal,
         http = %http_addr,
         data_dir = %config.data_dir.display(),
         partitions = replicas.all().len(),
+        metadata_applied_index = image.applied_index,
         recovery_ms = started.elapsed().as_millis() as u64,
-        "strom broker ready"
+        "strom broker started; registering with the controller"
     );
-    ready.store(true, Ordering::Release);
+    let publisher_task =
+        tokio::spawn(publisher::run(node.clone(), metadata.image(), epoch_rx, identity, image, shutdown.clone()));
+    let registration = Registration {
+        id: me,
+        incarnation: Uuid::new_v4(),
+        kafka: Endpoint { host: node.advertised_host.clone(), port: node.advertised_port },
+        internal_addr: advertised_internal,
+        rack: config.rack.clone(),
+    };
+    let timing = LifecycleTiming {
+        heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
+        session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+    };
+    let lifecycle_task = {
+        let (client, sm, shutdown, trigger) =
+            (metadata.client.clone(), metadata.state_machine.clone(), shutdown.clone(), trigger.clone());
+        tokio::spawn(async move {
+            let result = lifecycle::run(client, sm, registration, timing, epoch_tx, shutdown).await;
+            if let Err(e) = &result {
+                tracing::error!(error = %crate::error_chain::display(e), "leaving the cluster");
+                trigger.trigger();
+            }
+            result
+        })
+    };
 
     let retention_task = tokio::spawn(every_blocking(
         "retention",
@@ -165,27 +225,72 @@ pub async fn run(
     ));
     listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
 
-    tracing::info!("shutting down: flushing partitions");
-    ready.store(false, Ordering::Release);
+    tracing::info!("shutting down");
     retention_task.abort();
     group_task.abort();
     cleaner_task.abort();
+    let lifecycle = match tokio::time::timeout(Duration::from_secs(10), lifecycle_task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => {
+            tracing::error!(error = %join, "lifecycle task failed");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!("the controller did not hear of the shutdown in time");
+            Ok(())
+        }
+    };
+    let _ = publisher_task.await;
+    let _ = controller_task.await;
+    tracing::info!("flushing partitions");
     let flush = replicas.clone();
     if let Err(e) = tokio::task::spawn_blocking(move || flush.flush_all()).await {
         tracing::error!(error = %e, "flush task failed");
     }
+    if let Err(e) = metadata.raft.shutdown().await {
+        tracing::warn!(error = %e, "stopping raft");
+    }
+    stop_internal.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(5), internal_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     tracing::info!("strom broker stopped");
-    Ok(())
+    lifecycle.map_err(ServerError::from)
 }
 
-fn advertised(config: &BrokerConfig, bound: SocketAddr) -> Result<(String, i32), ServerError> {
-    match &config.advertised_kafka {
+/// The voters, and the internal address this broker gives other brokers.
+fn quorum_addresses(config: &BrokerConfig, bound: SocketAddr) -> Result<(VoterSet, String), ServerError> {
+    let me = config.node_id;
+    let own = match &config.advertised_internal {
         Some(a) => {
-            let (host, port) = a.rsplit_once(':').ok_or_else(|| ServerError::Advertised(a.clone()))?;
-            let port: u16 = port.parse().map_err(|_| ServerError::Advertised(a.clone()))?;
+            let (host, port) = advertised("internal", Some(a), bound)?;
+            format!("{host}:{port}")
+        }
+        None if bound.ip().is_unspecified() => {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), bound.port()).to_string()
+        }
+        None => bound.to_string(),
+    };
+    let voters = match &config.voters {
+        Some(v) => VoterSet::parse(v)?,
+        None => VoterSet::single(me, own.clone()),
+    };
+    match voters.addr(me) {
+        Some(voter) if config.advertised_internal.is_some() && voter != own => {
+            Err(ServerError::VoterAddress { id: me, voter: voter.to_string(), advertised: own })
+        }
+        Some(voter) => Ok((voters.clone(), voter.to_string())),
+        None => Ok((voters, own)),
+    }
+}
+
+fn advertised(what: &'static str, given: Option<&str>, bound: SocketAddr) -> Result<(String, i32), ServerError> {
+    let bad = |a: &str| ServerError::Advertised { what, addr: a.to_string() };
+    match given {
+        Some(a) => {
+            let (host, port) = a.rsplit_once(':').ok_or_else(|| bad(a))?;
+            let port: u16 = port.parse().map_err(|_| bad(a))?;
             if host.is_empty() {
-                return Err(ServerError::Advertised(a.clone()));
+                return Err(bad(a));
             }
             Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), i32::from(port)))
         }

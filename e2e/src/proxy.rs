@@ -272,14 +272,19 @@ mod tests {
     fn periodic_cutting_keeps_cutting_until_stopped() {
         let mut proxy = TcpProxy::start(echo_server()).expect("start proxy");
         proxy.start_cutting(Duration::from_millis(20)).expect("cutter");
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        // Connections are kept open, so there is always a live one for the cutter to cut
+        // (one dropped at once may be gone before the cutter looks, on a loaded machine).
+        let mut live = Vec::new();
         while proxy.cut_count() < 3 {
             assert!(std::time::Instant::now() < deadline, "cutter did not cut");
             if let Ok(mut s) = TcpStream::connect(proxy.addr()) {
                 let _ = s.write_all(b"x");
+                live.push(s);
             }
             thread::sleep(Duration::from_millis(10));
         }
+        drop(live);
         proxy.stop_cutting();
         let mut s = TcpStream::connect(proxy.addr()).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");

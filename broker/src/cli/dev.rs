@@ -1,10 +1,10 @@
 //! `strom dev`: a local cluster for development and demos. Each broker is a `strom serve`
-//! child process with its flags on its command line (so `ps` shows which is which); broker i
-//! serves Kafka on 127.0.0.1:P+i, its HTTP port is chosen free and printed. Ctrl-C or SIGTERM
+//! child process with its flags on its command line (so `ps` shows which is which, and a
+//! killed broker can be started again by hand with the same line); broker i serves Kafka on
+//! 127.0.0.1:P+i, its internal and HTTP ports are chosen free and printed. The first three
+//! brokers are the metadata quorum's voters when there are at least three, else broker 0
+//! alone. A broker that exits is reported and the others keep running; Ctrl-C or SIGTERM
 //! stops them all (SIGTERM, then SIGKILL after a grace period).
-//!
-//! Until the metadata quorum exists, brokers cannot form one cluster, so only `--brokers 1`
-//! is accepted.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -35,8 +35,6 @@ pub struct DevArgs {
 /// Why the dev cluster could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DevError {
-    #[error("--brokers {0}: multi-broker clusters need the metadata quorum, which is not built yet; use --brokers 1")]
-    TooManyBrokers(u16),
     #[error("--brokers must be at least 1")]
     NoBrokers,
     #[error("Kafka port {0} for broker {1} is out of range")]
@@ -53,6 +51,7 @@ struct Broker {
     id: u16,
     child: Child,
     kafka: SocketAddr,
+    internal: SocketAddr,
     http: SocketAddr,
     data_dir: PathBuf,
 }
@@ -61,16 +60,23 @@ pub async fn run(args: DevArgs) -> Result<ExitCode, DevError> {
     if args.brokers == 0 {
         return Err(DevError::NoBrokers);
     }
-    if args.brokers > 1 {
-        return Err(DevError::TooManyBrokers(args.brokers));
-    }
     let exe = std::env::current_exe().map_err(|e| DevError::Io(format!("finding the strom executable: {e}")))?;
+    // Every internal port must be known before any broker starts: the voter list names them.
+    let internal: Vec<SocketAddr> = (0..args.brokers)
+        .map(|_| free_port())
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| DevError::Io(format!("choosing internal ports: {e}")))?;
+    let voter_count = if args.brokers >= 3 { 3 } else { 1 };
+    let voters: Vec<String> =
+        internal.iter().take(voter_count).enumerate().map(|(id, addr)| format!("{id}@{addr}")).collect();
+    let voters = voters.join(",");
     let mut brokers = Vec::new();
     for id in 0..args.brokers {
         let port = u32::from(args.port) + u32::from(id);
         let port = u16::try_from(port).map_err(|_| DevError::PortRange(port, id))?;
         let kafka = SocketAddr::from(([127, 0, 0, 1], port));
         let http = free_port().map_err(|e| DevError::Io(format!("choosing an HTTP port: {e}")))?;
+        let internal = internal[usize::from(id)];
         let data_dir = args.data_dir.join(format!("broker-{id}"));
         let mut cmd = Command::new(&exe);
         cmd.arg("serve")
@@ -78,22 +84,27 @@ pub async fn run(args: DevArgs) -> Result<ExitCode, DevError> {
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--kafka-listen", &kafka.to_string()])
+            .args(["--internal-listen", &internal.to_string()])
             .args(["--http-listen", &http.to_string()])
+            .args(["--voters", &voters])
             .kill_on_drop(true);
         let child = cmd.spawn().map_err(|e| DevError::Io(format!("starting broker {id}: {e}")))?;
-        brokers.push(Broker { id, child, kafka, http, data_dir });
+        brokers.push(Broker { id, child, kafka, internal, http, data_dir });
     }
+    // No broker is ready before a quorum exists, so all are started before any is awaited.
     for b in &mut brokers {
         wait_ready(b, Duration::from_secs(120)).await?;
         println!(
-            "broker {} ready: kafka={} http=http://{}/metrics data={} pid={}",
+            "broker {} ready: pid={} kafka={} internal={} http=http://{}/metrics data={}",
             b.id,
+            b.child.id().unwrap_or(0),
             b.kafka,
+            b.internal,
             b.http,
             b.data_dir.display(),
-            b.child.id().unwrap_or(0)
         );
     }
+    println!("metadata quorum voters: {voters}");
     let bootstrap: Vec<String> = brokers.iter().map(|b| b.kafka.to_string()).collect();
     println!("bootstrap servers: {}   (Ctrl-C stops the cluster)", bootstrap.join(","));
     let _ = std::io::stdout().flush();

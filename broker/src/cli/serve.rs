@@ -28,6 +28,33 @@ pub struct ServeArgs {
     /// Address of the HTTP endpoint (/metrics, /healthz, /readyz).
     #[arg(long, env = "STROM_HTTP_LISTEN")]
     pub http_listen: Option<String>,
+    /// Address of the internal gRPC listener (raft and controller calls), e.g. 0.0.0.0:9093.
+    #[arg(long, env = "STROM_INTERNAL_LISTEN")]
+    pub internal_listen: Option<String>,
+    /// host:port other brokers reach the internal listener at.
+    #[arg(long, env = "STROM_ADVERTISED_INTERNAL")]
+    pub advertised_internal: Option<String>,
+    /// The metadata quorum's voters, id@host:port,... (controller.quorum.voters); default: this broker alone.
+    #[arg(long, env = "STROM_VOTERS")]
+    pub voters: Option<String>,
+    /// controller.quorum.election.timeout.ms.
+    #[arg(long, env = "STROM_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS")]
+    pub controller_quorum_election_timeout_ms: Option<u64>,
+    /// How often the raft leader heartbeats its followers (ms).
+    #[arg(long, env = "STROM_CONTROLLER_QUORUM_HEARTBEAT_INTERVAL_MS")]
+    pub controller_quorum_heartbeat_interval_ms: Option<u64>,
+    /// broker.heartbeat.interval.ms.
+    #[arg(long, env = "STROM_BROKER_HEARTBEAT_INTERVAL_MS")]
+    pub broker_heartbeat_interval_ms: Option<u64>,
+    /// broker.session.timeout.ms: a broker silent this long is fenced.
+    #[arg(long, env = "STROM_BROKER_SESSION_TIMEOUT_MS")]
+    pub broker_session_timeout_ms: Option<u64>,
+    /// Metadata log entries between snapshots.
+    #[arg(long, env = "STROM_METADATA_SNAPSHOT_INTERVAL_ENTRIES")]
+    pub metadata_snapshot_interval_entries: Option<u64>,
+    /// Metadata log entries kept below the last snapshot.
+    #[arg(long, env = "STROM_METADATA_MAX_RETAINED_ENTRIES")]
+    pub metadata_max_retained_entries: Option<u64>,
     /// broker.rack.
     #[arg(long, env = "STROM_RACK")]
     pub rack: Option<String>,
@@ -126,6 +153,13 @@ impl ServeArgs {
             data_dir,
             kafka_listen,
             http_listen,
+            internal_listen,
+            controller_quorum_election_timeout_ms,
+            controller_quorum_heartbeat_interval_ms,
+            broker_heartbeat_interval_ms,
+            broker_session_timeout_ms,
+            metadata_snapshot_interval_entries,
+            metadata_max_retained_entries,
             num_partitions,
             default_replication_factor,
             auto_create_topics_enable,
@@ -158,6 +192,12 @@ impl ServeArgs {
         }
         if self.rack.is_some() {
             c.rack = self.rack;
+        }
+        if self.voters.is_some() {
+            c.voters = self.voters;
+        }
+        if self.advertised_internal.is_some() {
+            c.advertised_internal = self.advertised_internal;
         }
         Ok(c)
     }

@@ -7,7 +7,7 @@
 //! tick also evicts members whose session expired. Group metadata is written to
 //! `__consumer_offsets` when a generation becomes Stable or Empty; offsets in `offsets.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,17 +72,26 @@ pub struct GroupCoordinator {
     pub(super) config: GroupConfig,
     pub(super) groups: Mutex<HashMap<String, Group>>,
     pub(super) replicas: Arc<ReplicaManager>,
+    /// `__consumer_offsets` partitions this broker leads and has loaded the groups of: it
+    /// coordinates exactly the groups that hash to them.
+    pub(super) loaded: Mutex<BTreeSet<i32>>,
     /// Completed rebalances, for metrics.
     rebalances: AtomicU64,
 }
 
-fn join_error(e: GroupError, member_id: &str) -> JoinOutcome {
+pub(super) fn join_error(e: GroupError, member_id: &str) -> JoinOutcome {
     JoinOutcome { error: Some(e), generation: -1, member_id: member_id.to_string(), ..JoinOutcome::default() }
 }
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig, replicas: Arc<ReplicaManager>) -> GroupCoordinator {
-        GroupCoordinator { config, groups: Mutex::new(HashMap::new()), replicas, rebalances: AtomicU64::new(0) }
+        GroupCoordinator {
+            config,
+            groups: Mutex::new(HashMap::new()),
+            replicas,
+            loaded: Mutex::new(BTreeSet::new()),
+            rebalances: AtomicU64::new(0),
+        }
     }
 
     /// Completed rebalances since start.
@@ -99,9 +108,25 @@ impl GroupCoordinator {
         &self.config
     }
 
-    /// Whether the `__consumer_offsets` partition of `group` is open on this broker.
+    /// The `__consumer_offsets` partition that holds `group`.
+    pub fn partition_of(&self, group: &str) -> i32 {
+        partition_for(group, self.config.offsets_topic_partitions)
+    }
+
+    /// Whether this broker coordinates `group`: it leads the group's `__consumer_offsets`
+    /// partition and has loaded it.
     pub fn hosts_partition_of(&self, group: &str) -> bool {
-        self.replicas.get(OFFSETS_TOPIC, partition_for(group, self.config.offsets_topic_partitions)).is_some()
+        self.loaded.lock().contains(&self.partition_of(group))
+    }
+
+    /// Refuses a request for a group this broker does not coordinate (the client then asks
+    /// FindCoordinator again).
+    pub fn check_coordinator(&self, group: &str) -> Result<(), GroupError> {
+        if self.hosts_partition_of(group) {
+            Ok(())
+        } else {
+            Err(GroupError::NotCoordinator)
+        }
     }
 
     /// Appends records for `group` to its `__consumer_offsets` partition.
@@ -137,11 +162,10 @@ impl GroupCoordinator {
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
             return Reply::Now(join_error(GroupError::InconsistentGroupProtocol, &req.member_id));
         }
-        if !self.hosts_partition_of(&req.group_id) {
-            // The offsets topic is still being created (or its partition is not here): a group
-            // formed now could not persist its metadata, so the member retries, as with Kafka's
-            // COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS.
-            return Reply::Now(join_error(GroupError::CoordinatorNotAvailable, &req.member_id));
+        if let Err(e) = self.check_coordinator(&req.group_id) {
+            // Not (or not yet) the leader of the group's offsets partition: a group formed here
+            // could not persist its metadata, so the member looks for its coordinator again.
+            return Reply::Now(join_error(e, &req.member_id));
         }
         let now = Instant::now();
         let now_ms = now_ms();
@@ -402,6 +426,9 @@ impl GroupCoordinator {
         assignments: Vec<(String, Bytes)>,
     ) -> Reply<SyncOutcome> {
         let err = |e| Reply::Now(SyncOutcome { error: Some(e), ..Default::default() });
+        if let Err(e) = self.check_coordinator(group_id) {
+            return err(e);
+        }
         let now = Instant::now();
         let now_ms = now_ms();
         let mut groups = self.groups.lock();
@@ -454,6 +481,7 @@ impl GroupCoordinator {
         member_id: &str,
         instance: Option<&str>,
     ) -> Result<(), GroupError> {
+        self.check_coordinator(group_id)?;
         let mut groups = self.groups.lock();
         let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMemberId)?;
         if let Some(instance) = instance {
@@ -479,6 +507,7 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.check_coordinator(group_id)?;
         let now = Instant::now();
         let now_ms = now_ms();
         let mut groups = self.groups.lock();

@@ -6,6 +6,8 @@ pub enum GroupError {
     InvalidGroupId,
     #[error("the coordinator is not available yet")]
     CoordinatorNotAvailable,
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
     #[error("unknown member id")]
     UnknownMemberId,
     #[error("illegal generation")]

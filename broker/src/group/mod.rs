@@ -3,7 +3,8 @@
 //! - [`coordinator`]: [`GroupCoordinator`] — JoinGroup/SyncGroup/Heartbeat/LeaveGroup, the
 //!   rebalance, session expiry, under one lock, driven by a 100 ms tick.
 //! - [`offsets`]: OffsetCommit/OffsetFetch, Describe/List/Delete groups, OffsetDelete, and
-//!   loading every group back from `__consumer_offsets` at start.
+//!   loading (unloading) the groups of a `__consumer_offsets` partition when this broker
+//!   becomes (stops being) its leader: a broker coordinates exactly those groups.
 //! - [`state`]: one group's state and the pure decisions on it (protocol choice, states).
 //! - [`records`]: `__consumer_offsets` keys and values in Kafka's formats; the group → partition hash.
 //! - [`batch`]: the record batches the coordinator writes and reads.

@@ -1,6 +1,6 @@
 //! Committed offsets and whole-group operations of the coordinator: OffsetCommit,
-//! OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and loading every
-//! group back from `__consumer_offsets` at start.
+//! OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and loading the
+//! groups of a `__consumer_offsets` partition when this broker becomes its leader.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -57,6 +57,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
+        self.check_coordinator(group_id)?;
         let now_ms = now_ms();
         let mut groups = self.groups.lock();
         let group = groups.entry(group_id.to_string()).or_insert_with(|| Group::new(group_id, now_ms));
@@ -160,6 +161,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups: only groups without members; their offsets go with them.
     pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        self.check_coordinator(group_id)?;
         let mut groups = self.groups.lock();
         let group = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
         if !group.members.is_empty() {
@@ -190,6 +192,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.check_coordinator(group_id)?;
         let mut groups = self.groups.lock();
         let group = groups.get_mut(group_id).ok_or(GroupError::GroupIdNotFound)?;
         let subscribed = subscribed_topics(group);
@@ -218,58 +221,57 @@ impl GroupCoordinator {
         Ok(results)
     }
 
-    /// Rebuilds every group from `__consumer_offsets` (called once at start). Returns how
+    /// Becomes the coordinator of the groups in `__consumer_offsets` partition `p` (this
+    /// broker now leads it): rebuilds them from the partition, then serves them. Returns how
     /// many groups were loaded.
-    pub fn load(&self) -> usize {
+    pub fn load_partition(&self, p: i32) -> usize {
         let now = Instant::now();
         let now_ms = now_ms();
+        let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { return 0 };
         let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
-        for p in 0..self.config.offsets_topic_partitions {
-            let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { continue };
-            let mut offset = partition.log_start_offset();
-            loop {
-                let read = match partition.read(offset, 8 * 1024 * 1024, true) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::error!(partition = p, offset, error = %e, "reading __consumer_offsets failed");
-                        break;
-                    }
-                };
-                let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
-                let mut next = offset;
-                match batch::decode(&bytes) {
-                    Ok(records) => {
-                        for r in records {
-                            next = next.max(r.offset + 1);
-                            match RecordKey::decode(r.key) {
-                                Ok(key) => {
-                                    latest.insert(key, r.value);
-                                }
-                                Err(e) => {
-                                    tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record")
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => tracing::error!(partition = p, offset, error = %e, "skipping unreadable batch"),
-                }
-                // Move past whole batches even when they held no records.
-                for (h, _) in crate::log::batches(&bytes).flatten() {
-                    next = next.max(h.last_offset() + 1);
-                }
-                if next <= offset {
+        let mut offset = partition.log_start_offset();
+        loop {
+            let read = match partition.read(offset, 8 * 1024 * 1024, true) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(partition = p, offset, error = %e, "reading __consumer_offsets failed");
                     break;
                 }
-                offset = next;
+            };
+            let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
+            let mut next = offset;
+            match batch::decode(&bytes) {
+                Ok(records) => {
+                    for r in records {
+                        next = next.max(r.offset + 1);
+                        match RecordKey::decode(r.key) {
+                            Ok(key) => {
+                                latest.insert(key, r.value);
+                            }
+                            Err(e) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
+                        }
+                    }
+                }
+                Err(e) => tracing::error!(partition = p, offset, error = %e, "skipping unreadable batch"),
             }
+            // Move past whole batches even when they held no records.
+            for (h, _) in crate::log::batches(&bytes).flatten() {
+                next = next.max(h.last_offset() + 1);
+            }
+            if next <= offset {
+                break;
+            }
+            offset = next;
         }
         let mut groups = self.groups.lock();
+        let mut loaded = std::collections::BTreeSet::new();
         for (key, value) in latest {
             let id = key.group().to_string();
             match (key, value) {
                 (RecordKey::Group { .. }, Some(v)) => match GroupValue::decode(v) {
                     Ok(gv) => {
-                        groups.entry(id.clone()).or_insert_with(|| Group::new(&id, now_ms)).restore(gv, now, now_ms)
+                        groups.entry(id.clone()).or_insert_with(|| Group::new(&id, now_ms)).restore(gv, now, now_ms);
+                        loaded.insert(id);
                     }
                     Err(e) => tracing::warn!(group = %id, error = %e, "skipping group metadata"),
                 },
@@ -280,13 +282,43 @@ impl GroupCoordinator {
                             .or_insert_with(|| Group::new(&id, now_ms))
                             .offsets
                             .insert((topic, partition), ov);
+                        loaded.insert(id);
                     }
                     Err(e) => tracing::warn!(group = %id, error = %e, "skipping offset"),
                 },
                 _ => {}
             }
         }
-        groups.len()
+        self.loaded.lock().insert(p);
+        loaded.len()
+    }
+
+    /// Stops coordinating the groups of partition `p` (leadership moved away): forgets them
+    /// and tells members waiting on a rebalance to find the new coordinator.
+    pub fn unload_partition(&self, p: i32) {
+        self.loaded.lock().remove(&p);
+        let mut groups = self.groups.lock();
+        let ids: Vec<String> = groups.keys().filter(|g| self.partition_of(g) == p).cloned().collect();
+        for id in ids {
+            if let Some(mut group) = groups.remove(&id) {
+                for m in group.members.values_mut() {
+                    if let Some(tx) = m.pending_join.take() {
+                        let _ = tx.send(super::coordinator::join_error(GroupError::NotCoordinator, &m.member_id));
+                    }
+                    if let Some(tx) = m.pending_sync.take() {
+                        let _ = tx.send(super::state::SyncOutcome {
+                            error: Some(GroupError::NotCoordinator),
+                            ..Default::default()
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Offsets partitions whose groups this broker coordinates.
+    pub fn loaded_partitions(&self) -> Vec<i32> {
+        self.loaded.lock().iter().copied().collect()
     }
 }
 

@@ -5,8 +5,10 @@ use kafka_protocol::error::ResponseError;
 
 use crate::group::GroupError;
 use crate::log::LogError;
+use crate::metadata::client::ClientError;
+use crate::metadata::controller::ErrorKind;
 use crate::metadata::CatalogError;
-use crate::node::TopicOpError;
+use crate::node::{ReplicaLookup, TopicOpError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 
@@ -27,6 +29,7 @@ pub fn partition(e: &PartitionError) -> i16 {
             ResponseError::OutOfOrderSequenceNumber
         }
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        PartitionError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
         PartitionError::Log { source: LogError::OffsetOutOfRange { .. }, .. } => ResponseError::OffsetOutOfRange,
         PartitionError::Log { .. } | PartitionError::Io { .. } => ResponseError::KafkaStorageError,
     };
@@ -35,20 +38,47 @@ pub fn partition(e: &PartitionError) -> i16 {
 
 pub fn catalog(e: &CatalogError) -> i16 {
     let code = match e {
-        CatalogError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
         CatalogError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         CatalogError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
-        CatalogError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
-        CatalogError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        CatalogError::Persist { .. } | CatalogError::Load { .. } => ResponseError::UnknownServerError,
+    };
+    code.code()
+}
+
+/// A refused or failed controller call (topic changes, producer ids).
+pub fn controller(e: &ClientError) -> i16 {
+    let code = match e {
+        ClientError::Timeout { .. } => ResponseError::RequestTimedOut,
+        ClientError::Refused { code, .. } => match code {
+            ErrorKind::TopicAlreadyExists => ResponseError::TopicAlreadyExists,
+            ErrorKind::UnknownTopic => ResponseError::UnknownTopicOrPartition,
+            ErrorKind::InvalidTopicName => ResponseError::InvalidTopicException,
+            ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
+            ErrorKind::InvalidReplicationFactor => ResponseError::InvalidReplicationFactor,
+            ErrorKind::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
+            ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
+            ErrorKind::NotController => ResponseError::NotController,
+            ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
+            ErrorKind::None
+            | ErrorKind::DuplicateBrokerRegistration
+            | ErrorKind::StaleBrokerEpoch
+            | ErrorKind::BrokerNotRegistered
+            | ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
+        },
     };
     code.code()
 }
 
 pub fn topic_op(e: &TopicOpError) -> i16 {
     match e {
-        TopicOpError::Catalog(c) => catalog(c),
-        TopicOpError::Partition(p) => partition(p),
+        TopicOpError::Controller(c) => controller(c),
+    }
+}
+
+/// A partition this broker cannot serve.
+pub fn lookup(e: ReplicaLookup) -> i16 {
+    match e {
+        ReplicaLookup::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
+        ReplicaLookup::NotLeader => ResponseError::NotLeaderOrFollower.code(),
     }
 }
 
@@ -61,6 +91,7 @@ pub fn group(e: &GroupError) -> i16 {
     let code = match e {
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
         GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
         GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,

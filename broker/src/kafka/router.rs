@@ -105,7 +105,9 @@ async fn dispatch(
             let req = req!(ApiVersionsRequest);
             encode(key, version, c, &handlers::api_versions::handle(&req, version))
         }
-        ApiKey::Metadata => encode(key, version, c, &handlers::metadata::handle(node, req!(MetadataRequest), version)),
+        ApiKey::Metadata => {
+            encode(key, version, c, &handlers::metadata::handle(node, req!(MetadataRequest), version).await)
+        }
         ApiKey::Produce => match handlers::produce::handle(node, req!(ProduceRequest), version).await {
             handlers::produce::Outcome::Respond(resp) => encode(key, version, c, &resp),
             handlers::produce::Outcome::NoResponse => Reply::Nothing,
@@ -116,25 +118,25 @@ async fn dispatch(
             encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version))
         }
         ApiKey::CreateTopics => {
-            encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version))
+            encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version).await)
         }
         ApiKey::DeleteTopics => {
-            encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version))
+            encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version).await)
         }
         ApiKey::CreatePartitions => {
-            encode(key, version, c, &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)))
+            encode(key, version, c, &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)).await)
         }
         ApiKey::DescribeConfigs => {
             encode(key, version, c, &handlers::describe_configs::handle(node, req!(DescribeConfigsRequest), version))
         }
         ApiKey::AlterConfigs => {
-            encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest)))
+            encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest)).await)
         }
         ApiKey::IncrementalAlterConfigs => encode(
             key,
             version,
             c,
-            &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)),
+            &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)).await,
         ),
         ApiKey::DescribeCluster => {
             encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest)))
@@ -143,11 +145,14 @@ async fn dispatch(
             encode(key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest)))
         }
         ApiKey::InitProducerId => {
-            encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)))
+            encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)).await)
         }
-        ApiKey::FindCoordinator => {
-            encode(key, version, c, &handlers::find_coordinator::handle(node, req!(FindCoordinatorRequest), version))
-        }
+        ApiKey::FindCoordinator => encode(
+            key,
+            version,
+            c,
+            &handlers::find_coordinator::handle(node, req!(FindCoordinatorRequest), version).await,
+        ),
         ApiKey::JoinGroup => {
             encode(key, version, c, &handlers::join_group::handle(node, client, req!(JoinGroupRequest), version).await)
         }

@@ -1,5 +1,7 @@
 //! The cluster id and this node's id, kept in `<data>/meta.properties` as Kafka does, so a
-//! data directory is never opened by a different node by mistake.
+//! data directory is never opened by a different node, or joined to another cluster, by
+//! mistake. The node id is written at the first start; the cluster id once the metadata log
+//! names it (the first controller of a new cluster does).
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +10,7 @@ use super::atomic_file;
 /// Who this node is and which cluster its data belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterIdentity {
-    pub cluster_id: String,
+    pub cluster_id: Option<String>,
     pub node_id: i32,
 }
 
@@ -25,10 +27,12 @@ pub enum IdentityError {
     Malformed { path: PathBuf, reason: String },
     #[error("{path} belongs to node {found}, but this broker is node {expected}")]
     NodeMismatch { path: PathBuf, found: i32, expected: i32 },
+    #[error("{path} belongs to cluster {found}, but the metadata quorum is cluster {expected}")]
+    ClusterMismatch { path: PathBuf, found: String, expected: String },
 }
 
 impl ClusterIdentity {
-    /// Loads the identity from `data_dir`, or creates one with a new cluster id on first start.
+    /// Loads the identity from `data_dir`, or records this node id there on first start.
     pub fn load_or_create(data_dir: &Path, node_id: i32) -> Result<ClusterIdentity, IdentityError> {
         let path = data_dir.join("meta.properties");
         match std::fs::read_to_string(&path) {
@@ -41,16 +45,38 @@ impl ClusterIdentity {
                 Ok(identity)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let identity = ClusterIdentity { cluster_id: new_cluster_id(), node_id };
-                let text = format!(
-                    "# written by strom; do not edit\nversion=1\ncluster.id={}\nnode.id={}\n",
-                    identity.cluster_id, identity.node_id
-                );
-                atomic_file::write(&path, text.as_bytes()).map_err(|source| IdentityError::Io { path, source })?;
+                let identity = ClusterIdentity { cluster_id: None, node_id };
+                identity.write(&path)?;
                 Ok(identity)
             }
             Err(source) => Err(IdentityError::Io { path, source }),
         }
+    }
+
+    /// Records the cluster id the metadata log names; refuses another cluster's.
+    pub fn record_cluster_id(&mut self, data_dir: &Path, cluster_id: &str) -> Result<(), IdentityError> {
+        let path = data_dir.join("meta.properties");
+        match &self.cluster_id {
+            Some(known) if known == cluster_id => Ok(()),
+            Some(known) => {
+                Err(IdentityError::ClusterMismatch { path, found: known.clone(), expected: cluster_id.to_string() })
+            }
+            None => {
+                let updated = ClusterIdentity { cluster_id: Some(cluster_id.to_string()), node_id: self.node_id };
+                updated.write(&path)?;
+                *self = updated;
+                Ok(())
+            }
+        }
+    }
+
+    fn write(&self, path: &Path) -> Result<(), IdentityError> {
+        let mut text = format!("# written by strom; do not edit\nversion=1\nnode.id={}\n", self.node_id);
+        if let Some(c) = &self.cluster_id {
+            text.push_str(&format!("cluster.id={c}\n"));
+        }
+        atomic_file::write(path, text.as_bytes())
+            .map_err(|source| IdentityError::Io { path: path.to_path_buf(), source })
     }
 }
 
@@ -66,14 +92,11 @@ fn parse(text: &str) -> Result<ClusterIdentity, String> {
             _ => {}
         }
     }
-    Ok(ClusterIdentity {
-        cluster_id: cluster_id.ok_or("missing cluster.id")?,
-        node_id: node_id.ok_or("missing node.id")?,
-    })
+    Ok(ClusterIdentity { cluster_id, node_id: node_id.ok_or("missing node.id")? })
 }
 
-/// Kafka's cluster ids are 22-character URL-safe base64 of a UUID.
-fn new_cluster_id() -> String {
+/// A new cluster id: like Kafka's, 22 characters of URL-safe base64 of a random UUID.
+pub fn new_cluster_id() -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bits = uuid::Uuid::new_v4().as_u128();
     (0..22).map(|i| ALPHABET[((bits >> (i * 6)) & 63) as usize] as char).collect()
@@ -84,12 +107,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn identity_is_created_once_and_then_kept() {
+    fn the_node_id_is_recorded_at_first_start_and_the_cluster_id_once_known() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let first = ClusterIdentity::load_or_create(dir.path(), 3).expect("create");
+        let mut first = ClusterIdentity::load_or_create(dir.path(), 3).expect("create");
+        assert_eq!(first.cluster_id, None);
+        let id = new_cluster_id();
+        assert_eq!(id.len(), 22);
+        first.record_cluster_id(dir.path(), &id).expect("record");
         let again = ClusterIdentity::load_or_create(dir.path(), 3).expect("load");
-        assert_eq!(first, again);
-        assert_eq!(first.cluster_id.len(), 22);
+        assert_eq!(again, first);
+        let mut again = again;
+        let err = again.record_cluster_id(dir.path(), "another").expect_err("mismatch");
+        assert!(matches!(err, IdentityError::ClusterMismatch { .. }));
     }
 
     #[test]

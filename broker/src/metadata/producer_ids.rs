@@ -1,83 +1,61 @@
-//! Producer ids for InitProducerId. Ids are handed out from blocks whose upper bound is
-//! persisted before any id of the block is used, so a restart (or crash) never hands out an id
-//! twice — it only skips the rest of the block, as Kafka's controller does.
+//! Producer ids for InitProducerId. The controller hands each broker blocks of ids
+//! (`AllocateProducerIds`, committed in the metadata log before any id is used), so no two
+//! brokers — and no two starts of one broker — ever hand out the same id; a restart only
+//! skips the rest of its block, as with Kafka's controller.
 
-use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use tokio::sync::{watch, Mutex};
 
-use super::atomic_file;
+use super::client::{ClientError, ControllerClient};
 
-const BLOCK_SIZE: i64 = 1000;
+/// How long InitProducerId may wait for a new block.
+const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Allocates unique producer ids on this node.
+/// Allocates unique producer ids on this broker.
 #[derive(Debug)]
 pub struct ProducerIdAllocator {
-    path: PathBuf,
-    state: Mutex<Block>,
+    broker_id: i32,
+    /// This broker's current epoch, once registered.
+    epoch: watch::Receiver<Option<u64>>,
+    client: ControllerClient,
+    block: Mutex<Block>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Block {
     next: i64,
     end: i64,
 }
 
-/// The producer-id file could not be read or written.
+/// No producer id could be allocated.
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerIdError {
-    #[error("accessing producer id block file {path}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("producer id block file {path} is malformed")]
-    Malformed { path: PathBuf },
-    #[error("producer ids are exhausted")]
-    Exhausted,
+    #[error("this broker is not registered with the controller yet")]
+    NotRegistered,
+    #[error("allocating a block of producer ids")]
+    Controller(#[source] ClientError),
 }
 
 impl ProducerIdAllocator {
-    /// Opens the allocator persisted at `<metadata dir>/producer-ids`.
-    pub fn open(metadata_dir: &Path) -> Result<ProducerIdAllocator, ProducerIdError> {
-        let path = metadata_dir.join("producer-ids");
-        let start = match std::fs::read_to_string(&path) {
-            Ok(text) => text.trim().parse::<i64>().map_err(|_| ProducerIdError::Malformed { path: path.clone() })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(source) => return Err(ProducerIdError::Io { path, source }),
-        };
-        Ok(ProducerIdAllocator { path, state: Mutex::new(Block { next: start, end: start }) })
+    pub fn new(broker_id: i32, epoch: watch::Receiver<Option<u64>>, client: ControllerClient) -> ProducerIdAllocator {
+        ProducerIdAllocator { broker_id, epoch, client, block: Mutex::new(Block::default()) }
     }
 
     /// The next unused producer id.
-    pub fn next_id(&self) -> Result<i64, ProducerIdError> {
-        let mut block = self.state.lock();
+    pub async fn next_id(&self) -> Result<i64, ProducerIdError> {
+        let mut block = self.block.lock().await;
         if block.next >= block.end {
-            let end = block.end.checked_add(BLOCK_SIZE).ok_or(ProducerIdError::Exhausted)?;
-            atomic_file::write(&self.path, end.to_string().as_bytes())
-                .map_err(|source| ProducerIdError::Io { path: self.path.clone(), source })?;
-            block.next = block.end;
-            block.end = end;
+            let epoch = (*self.epoch.borrow()).ok_or(ProducerIdError::NotRegistered)?;
+            let (first, count) = self
+                .client
+                .allocate_producer_ids(self.broker_id, epoch, ALLOCATE_TIMEOUT)
+                .await
+                .map_err(ProducerIdError::Controller)?;
+            *block = Block { next: first, end: first + i64::from(count) };
         }
         let id = block.next;
         block.next += 1;
         Ok(id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_never_reused_across_restarts() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let a = ProducerIdAllocator::open(dir.path()).expect("open");
-        let first: Vec<i64> = (0..3).map(|_| a.next_id().expect("id")).collect();
-        drop(a);
-        let b = ProducerIdAllocator::open(dir.path()).expect("reopen");
-        let next = b.next_id().expect("id");
-        assert!(first.iter().all(|&id| id < next), "{first:?} then {next}");
     }
 }

@@ -29,6 +29,8 @@ pub enum PartitionError {
         #[source]
         source: SequenceError,
     },
+    #[error("{topic}-{partition}: this broker is not the partition's leader")]
+    NotLeader { topic: String, partition: i32 },
     #[error("{topic}-{partition}: {isr} in-sync replicas, fewer than min.insync.replicas {min}")]
     NotEnoughReplicas { topic: String, partition: i32, isr: i32, min: i32 },
     #[error("{topic}-{partition}: log")]

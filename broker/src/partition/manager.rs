@@ -6,7 +6,7 @@
 //! Deleted topics are renamed to `…-delete` first and removed in the background, so a crash
 //! mid-deletion never leaves a half-deleted partition that looks live.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,7 +23,9 @@ use super::{Partition, PartitionError};
 pub struct ReplicaManager {
     data_dir: PathBuf,
     broker: Arc<BrokerConfig>,
-    topics: RwLock<HashMap<String, Vec<Arc<Partition>>>>,
+    /// Hosted replicas: topic → partition index → replica (a broker hosts only the
+    /// partitions assigned to it).
+    topics: RwLock<HashMap<String, BTreeMap<i32, Arc<Partition>>>>,
 }
 
 impl ReplicaManager {
@@ -46,54 +48,60 @@ impl ReplicaManager {
         self.data_dir.join(format!("{topic}-{partition}"))
     }
 
+    /// The replica of `topic`-`partition` if this broker hosts it (leader or not).
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let topics = self.topics.read();
-        let partitions = topics.get(topic)?;
-        usize::try_from(partition).ok().and_then(|i| partitions.get(i)).cloned()
+        self.topics.read().get(topic)?.get(&partition).cloned()
+    }
+
+    /// The replica of `topic`-`partition` if this broker hosts it and leads it.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        self.get(topic, partition).filter(|p| p.is_leader())
     }
 
     /// Every partition, for retention, metrics and shutdown.
     pub fn all(&self) -> Vec<Arc<Partition>> {
-        self.topics.read().values().flatten().cloned().collect()
+        self.topics.read().values().flat_map(|m| m.values()).cloned().collect()
     }
 
-    /// Opens (or creates) the partitions of `topic` that are not open yet.
-    pub fn ensure_topic(&self, topic: &TopicMetadata) -> Result<(), PartitionError> {
+    /// Opens (or creates) the replica of partition `index` of `topic` unless it is open.
+    pub fn ensure_partition(&self, topic: &TopicMetadata, index: i32) -> Result<Arc<Partition>, PartitionError> {
+        if let Some(p) = self.get(&topic.name, index).filter(|p| p.topic_id == topic.id) {
+            return Ok(p);
+        }
         let config = TopicConfig::resolve(&self.broker, &topic.configs).map_err(|e| PartitionError::InvalidRecord {
             topic: topic.name.clone(),
             partition: -1,
             reason: e.to_string(),
         })?;
-        let open_count = self.topics.read().get(&topic.name).map_or(0, Vec::len);
-        let mut opened = Vec::new();
-        for index in i32::try_from(open_count).unwrap_or(i32::MAX)..topic.partitions {
-            let dir = self.partition_dir(&topic.name, index);
-            if let Some(recorded) = Partition::recorded_topic_id(&dir) {
-                if recorded != topic.id {
-                    let stray = dir.with_file_name(format!("{}-{index}.{}-stray", topic.name, recorded.simple()));
-                    tracing::warn!(dir = %dir.display(), %recorded, current = %topic.id, "setting aside the log of an older topic with the same name");
-                    std::fs::rename(&dir, &stray).map_err(|source| PartitionError::Io {
-                        topic: topic.name.clone(),
-                        partition: index,
-                        op: "set aside stray partition directory",
-                        path: dir.clone(),
-                        source,
-                    })?;
-                }
+        let dir = self.partition_dir(&topic.name, index);
+        if let Some(recorded) = Partition::recorded_topic_id(&dir) {
+            if recorded != topic.id {
+                let stray = dir.with_file_name(format!("{}-{index}.{}-stray", topic.name, recorded.simple()));
+                tracing::warn!(dir = %dir.display(), %recorded, current = %topic.id, "setting aside the log of an older topic with the same name");
+                std::fs::rename(&dir, &stray).map_err(|source| PartitionError::Io {
+                    topic: topic.name.clone(),
+                    partition: index,
+                    op: "set aside stray partition directory",
+                    path: dir.clone(),
+                    source,
+                })?;
             }
-            opened.push(Arc::new(Partition::open(&dir, &topic.name, index, topic.id, config.clone())?));
         }
-        if !opened.is_empty() {
-            self.topics.write().entry(topic.name.clone()).or_default().extend(opened);
-        }
-        Ok(())
+        let opened = Arc::new(Partition::open(&dir, &topic.name, index, topic.id, config)?);
+        self.topics.write().entry(topic.name.clone()).or_default().insert(index, opened.clone());
+        Ok(opened)
+    }
+
+    /// Every hosted replica as (topic, index, topic id).
+    pub fn hosted(&self) -> Vec<(String, i32, uuid::Uuid)> {
+        self.topics.read().iter().flat_map(|(t, m)| m.iter().map(move |(i, p)| (t.clone(), *i, p.topic_id))).collect()
     }
 
     /// Applies changed configs of `topic` to its open partitions.
     pub fn update_topic_config(&self, topic: &TopicMetadata) {
         match TopicConfig::resolve(&self.broker, &topic.configs) {
             Ok(config) => {
-                for p in self.topics.read().get(&topic.name).into_iter().flatten() {
+                for p in self.topics.read().get(&topic.name).into_iter().flat_map(|m| m.values()) {
                     p.update_config(config.clone());
                 }
             }
@@ -104,19 +112,23 @@ impl ReplicaManager {
     /// Stops serving `topic` and deletes its partition directories.
     pub fn remove_topic(&self, topic: &str) {
         let Some(partitions) = self.topics.write().remove(topic) else { return };
-        for p in partitions {
-            let doomed =
-                p.dir.with_file_name(format!("{}-{}.{}-delete", p.topic, p.index, uuid::Uuid::new_v4().simple()));
-            match std::fs::rename(&p.dir, &doomed) {
-                Ok(()) => {
-                    std::thread::spawn(move || {
-                        if let Err(e) = std::fs::remove_dir_all(&doomed) {
-                            tracing::warn!(path = %doomed.display(), error = %e, "could not remove deleted partition");
-                        }
-                    });
-                }
-                Err(e) => tracing::error!(path = %p.dir.display(), error = %e, "could not delete partition directory"),
+        for p in partitions.into_values() {
+            delete_dir(&p);
+        }
+    }
+
+    /// Stops serving one replica (its topic was deleted, or it moved away) and deletes its data.
+    pub fn remove_partition(&self, topic: &str, index: i32) {
+        let removed = {
+            let mut topics = self.topics.write();
+            let removed = topics.get_mut(topic).and_then(|m| m.remove(&index));
+            if topics.get(topic).is_some_and(BTreeMap::is_empty) {
+                topics.remove(topic);
             }
+            removed
+        };
+        if let Some(p) = removed {
+            delete_dir(&p);
         }
     }
 
@@ -159,5 +171,20 @@ impl ReplicaManager {
                 tracing::error!(error = %e, "flush at shutdown failed");
             }
         }
+    }
+}
+
+/// Renames a replica's directory to `…-delete` and removes it in the background.
+fn delete_dir(p: &Partition) {
+    let doomed = p.dir.with_file_name(format!("{}-{}.{}-delete", p.topic, p.index, uuid::Uuid::new_v4().simple()));
+    match std::fs::rename(&p.dir, &doomed) {
+        Ok(()) => {
+            std::thread::spawn(move || {
+                if let Err(e) = std::fs::remove_dir_all(&doomed) {
+                    tracing::warn!(path = %doomed.display(), error = %e, "could not remove deleted partition");
+                }
+            });
+        }
+        Err(e) => tracing::error!(path = %p.dir.display(), error = %e, "could not delete partition directory"),
     }
 }

@@ -56,13 +56,21 @@ struct State {
     producers: ProducerStateTable,
 }
 
-/// A partition replica (on a single node, always the leader).
+/// Whether this replica leads its partition, and in which leader epoch (from the metadata
+/// image; the publisher keeps it current).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leadership {
+    pub is_leader: bool,
+    pub leader_epoch: i32,
+}
+
+/// A partition replica on this broker.
 pub struct Partition {
     pub topic: Arc<str>,
     pub index: i32,
     pub topic_id: Uuid,
     pub dir: PathBuf,
-    leader_epoch: i32,
+    leadership: RwLock<Leadership>,
     state: Mutex<State>,
     config: RwLock<Arc<TopicConfig>>,
     /// The high watermark; every change wakes the fetches waiting on this partition.
@@ -111,7 +119,7 @@ impl Partition {
             index,
             topic_id,
             dir: dir.to_path_buf(),
-            leader_epoch: 0,
+            leadership: RwLock::new(Leadership { is_leader: false, leader_epoch: 0 }),
             state: Mutex::new(State { log, producers }),
             config: RwLock::new(Arc::new(config)),
             high_watermark: watch::Sender::new(hw),
@@ -126,7 +134,16 @@ impl Partition {
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch
+        self.leadership.read().leader_epoch
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leadership.read().is_leader
+    }
+
+    /// Applies the leadership the metadata image gives this replica.
+    pub fn set_leadership(&self, leadership: Leadership) {
+        *self.leadership.write() = leadership;
     }
 
     pub fn config(&self) -> Arc<TopicConfig> {
@@ -162,6 +179,10 @@ impl Partition {
     /// good CRC, within max.message.bytes; idempotent batches are checked against the producer
     /// state and retries answered with their original offsets.
     pub fn append(&self, records: &Bytes, acks: i16, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
+        let leadership = *self.leadership.read();
+        if !leadership.is_leader {
+            return Err(PartitionError::NotLeader { topic: self.topic.to_string(), partition: self.index });
+        }
         let config = self.config();
         let header = self.validate_batch(records, &config, now_ms)?;
         if acks == -1 && config.min_insync_replicas > 1 {
@@ -200,8 +221,10 @@ impl Partition {
                 }
             }
         }
-        let info =
-            state.log.append(&mut batch, self.leader_epoch, timestamp_type, now_ms).map_err(|e| self.log_error(e))?;
+        let info = state
+            .log
+            .append(&mut batch, leadership.leader_epoch, timestamp_type, now_ms)
+            .map_err(|e| self.log_error(e))?;
         if idempotent {
             state.producers.record(&producer, info.first_offset, info.last_offset);
         }

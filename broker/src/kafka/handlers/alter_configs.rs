@@ -13,7 +13,7 @@ use crate::node::Node;
 
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 
-pub fn handle(node: &Node, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(node: &Node, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut resp = AlterConfigsResponse::default();
     for resource in req.resources {
         let mut r = AlterConfigsResourceResponse::default();
@@ -27,7 +27,7 @@ pub fn handle(node: &Node, req: AlterConfigsRequest) -> AlterConfigsResponse {
                     .iter()
                     .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
                     .collect();
-                apply_topic_configs(node, &name, configs, req.validate_only)
+                apply_topic_configs(node, &name, configs, req.validate_only).await
             }
             RESOURCE_BROKER => Err(static_broker_configs()),
             other => Err((ResponseError::InvalidRequest.code(), format!("resource type {other} is not supported"))),
@@ -50,7 +50,7 @@ pub(crate) fn static_broker_configs() -> (i16, String) {
 }
 
 /// Validates and (unless `validate_only`) stores a topic's complete set of overrides.
-pub(crate) fn apply_topic_configs(
+pub(crate) async fn apply_topic_configs(
     node: &Node,
     topic: &str,
     configs: BTreeMap<String, String>,
@@ -60,8 +60,7 @@ pub(crate) fn apply_topic_configs(
         return Err((ResponseError::UnknownTopicOrPartition.code(), format!("topic {topic} does not exist")));
     }
     topic_config::validate(&configs).map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
-    if validate_only {
-        return Ok(());
-    }
-    node.set_topic_configs(topic, configs).map(|_| ()).map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
+    node.set_topic_configs(topic, configs, validate_only)
+        .await
+        .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
 }

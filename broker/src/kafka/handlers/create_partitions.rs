@@ -1,7 +1,9 @@
 //! CreatePartitions: grow a topic to a new total (never shrink), optionally `validate_only`;
-//! manual assignments may only name existing brokers.
+//! the controller places the new partitions, or checks a manual assignment against the
+//! registered brokers.
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
@@ -11,56 +13,13 @@ use crate::node::Node;
 
 use super::str_bytes;
 
-pub fn handle(node: &Node, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(node: &Node, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut r = CreatePartitionsTopicResult::default();
         r.name = topic.name.clone();
-        let outcome: Result<(), (i16, String)> = (|| {
-            let current = node.catalog.get(&name).ok_or_else(|| {
-                (ResponseError::UnknownTopicOrPartition.code(), format!("topic {name} does not exist"))
-            })?;
-            if topic.count <= current.partitions {
-                return Err((
-                    ResponseError::InvalidPartitions.code(),
-                    format!(
-                        "topic {name} has {} partitions; the new count {} must be larger",
-                        current.partitions, topic.count
-                    ),
-                ));
-            }
-            if topic.count > MAX_PARTITIONS {
-                return Err((
-                    ResponseError::InvalidPartitions.code(),
-                    format!("at most {MAX_PARTITIONS} partitions per topic"),
-                ));
-            }
-            if let Some(assignments) = &topic.assignments {
-                let added = usize::try_from(topic.count - current.partitions).unwrap_or(0);
-                if assignments.len() != added {
-                    return Err((
-                        ResponseError::InvalidReplicaAssignment.code(),
-                        format!("{} assignments given for {added} new partitions", assignments.len()),
-                    ));
-                }
-                let me = node.config.node_id;
-                if assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != me) {
-                    return Err((
-                        ResponseError::InvalidReplicaAssignment.code(),
-                        format!(
-                            "new partitions may only be assigned to existing brokers (this cluster has broker {me})"
-                        ),
-                    ));
-                }
-            }
-            if req.validate_only {
-                return Ok(());
-            }
-            node.increase_partitions(&name, topic.count)
-                .map(|_| ())
-                .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
-        })();
+        let outcome = grow(node, &name, topic.count, topic.assignments.as_deref(), req.validate_only).await;
         if let Err((code, message)) = outcome {
             r.error_code = code;
             r.error_message = Some(str_bytes(&message));
@@ -68,4 +27,34 @@ pub fn handle(node: &Node, req: CreatePartitionsRequest) -> CreatePartitionsResp
         resp.results.push(r);
     }
     resp
+}
+
+async fn grow(
+    node: &Node,
+    name: &str,
+    count: i32,
+    assignments: Option<&[CreatePartitionsAssignment]>,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    let current = node
+        .catalog
+        .get(name)
+        .ok_or_else(|| (ResponseError::UnknownTopicOrPartition.code(), format!("topic {name} does not exist")))?;
+    if count <= current.partition_count() {
+        return Err((
+            ResponseError::InvalidPartitions.code(),
+            format!("topic {name} has {} partitions; the new count {count} must be larger", current.partition_count()),
+        ));
+    }
+    if count > MAX_PARTITIONS {
+        return Err((
+            ResponseError::InvalidPartitions.code(),
+            format!("at most {MAX_PARTITIONS} partitions per topic"),
+        ));
+    }
+    let assignment: Vec<Vec<i32>> =
+        assignments.unwrap_or_default().iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();
+    node.increase_partitions(name, count, &assignment, validate_only)
+        .await
+        .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
 }

@@ -1,6 +1,7 @@
 //! CreateTopics: names, partition counts (-1 = `num.partitions`), replication factor
-//! (-1 = `default.replication.factor`; at most the number of brokers), manual assignments
-//! (only onto existing brokers), configs (validated; unknown keys refused), `validate_only`.
+//! (-1 = `default.replication.factor`; at most the number of live brokers), manual
+//! assignments (only onto registered brokers), configs (validated; unknown keys refused),
+//! `validate_only`. The active controller places and commits the topic.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,7 +11,8 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, Cr
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use crate::kafka::error_code;
-use crate::metadata::catalog::{validate_topic_name, MAX_PARTITIONS};
+use crate::metadata::catalog::MAX_PARTITIONS;
+use crate::metadata::controller::TopicSpec;
 use crate::metadata::topic_config;
 use crate::node::Node;
 
@@ -20,7 +22,7 @@ use super::str_bytes;
 pub(crate) const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 pub(crate) const SOURCE_DEFAULT: i8 = 5;
 
-pub fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let mut counts: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
         *counts.entry(t.name.to_string()).or_default() += 1;
@@ -40,38 +42,21 @@ pub fn handle(node: &Node, req: CreateTopicsRequest, version: i16) -> CreateTopi
                 version,
             );
         } else {
-            match plan(node, &topic) {
+            match plan(node, &topic, req.validate_only) {
                 Err((code, message)) => fail(&mut result, code, message, version),
-                Ok((partitions, replication_factor, configs)) => {
-                    let outcome = if req.validate_only {
-                        validate_topic_name(&name)
-                            .map_err(|e| (error_code::catalog(&e), error_code::message(&e)))
-                            .and_then(|()| match node.catalog.get(&name) {
-                                Some(_) => Err((
-                                    ResponseError::TopicAlreadyExists.code(),
-                                    format!("topic {name} already exists"),
-                                )),
-                                None => Ok(None),
-                            })
-                    } else {
-                        node.create_topic(&name, partitions, configs.clone())
-                            .map(Some)
-                            .map_err(|e| (error_code::topic_op(&e), error_code::message(&e)))
-                    };
-                    match outcome {
-                        Err((code, message)) => fail(&mut result, code, message, version),
-                        Ok(created) => {
-                            result.num_partitions = partitions;
-                            result.replication_factor = replication_factor;
-                            if let Some(created) = created {
-                                result.topic_id = created.id;
-                            }
-                            if version >= 5 {
-                                result.configs = Some(describe_configs(node, &configs));
-                            }
+                Ok(spec) => match node.create_topic(spec.clone()).await {
+                    Err(e) => fail(&mut result, error_code::topic_op(&e), error_code::message(&e), version),
+                    Ok(created) => {
+                        result.num_partitions = created.partitions;
+                        result.replication_factor = created.replication_factor;
+                        if let Some(id) = created.id {
+                            result.topic_id = id;
+                        }
+                        if version >= 5 {
+                            result.configs = Some(describe_configs(node, &spec.configs));
                         }
                     }
-                }
+                },
             }
         }
         resp.topics.push(result);
@@ -87,10 +72,9 @@ fn fail(result: &mut CreatableTopicResult, code: i16, message: String, version: 
     }
 }
 
-type Plan = (i32, i16, BTreeMap<String, String>);
-
-/// Resolves defaults and validates everything but the name: (partitions, replication factor, configs).
-fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
+/// Resolves defaults and checks what the request alone decides; the controller checks the
+/// rest (name, existence, brokers, placement).
+fn plan(node: &Node, topic: &CreatableTopic, validate_only: bool) -> Result<TopicSpec, (i16, String)> {
     let name = topic.name.to_string();
     if Node::is_internal(&name) {
         return Err((
@@ -98,16 +82,14 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
             format!("{name} is an internal topic; the broker creates it"),
         ));
     }
-    let me = node.config.node_id;
-    let brokers = 1i16;
-    let (partitions, replication_factor) = if topic.assignments.is_empty() {
+    let (partitions, replication_factor, assignment) = if topic.assignments.is_empty() {
         let partitions = if topic.num_partitions == -1 { node.config.num_partitions } else { topic.num_partitions };
         let rf = if topic.replication_factor == -1 {
             node.config.default_replication_factor
         } else {
             topic.replication_factor
         };
-        (partitions, rf)
+        (partitions, rf, Vec::new())
     } else {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err((
@@ -115,43 +97,28 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
                 "both manual assignments and num_partitions/replication_factor were given".into(),
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut by_index = std::collections::BTreeMap::new();
         for a in &topic.assignments {
-            if !seen.insert(a.partition_index) {
+            if by_index.insert(a.partition_index, a.broker_ids.iter().map(|b| b.0).collect::<Vec<i32>>()).is_some() {
                 return Err((
                     ResponseError::InvalidReplicaAssignment.code(),
                     format!("partition {} assigned twice", a.partition_index),
                 ));
             }
-            if a.broker_ids.is_empty() || a.broker_ids.iter().any(|b| b.0 != me) || a.broker_ids.len() > 1 {
-                return Err((
-                    ResponseError::InvalidReplicaAssignment.code(),
-                    format!(
-                        "partition {} must be assigned to existing brokers only (this cluster has broker {me})",
-                        a.partition_index
-                    ),
-                ));
-            }
         }
-        let count = i32::try_from(topic.assignments.len()).unwrap_or(i32::MAX);
-        if seen.iter().copied().ne(0..count) {
+        let count = i32::try_from(by_index.len()).unwrap_or(i32::MAX);
+        if by_index.keys().copied().ne(0..count) {
             return Err((
                 ResponseError::InvalidReplicaAssignment.code(),
                 "assigned partitions must be numbered 0..n".into(),
             ));
         }
-        (count, 1)
+        (count, -1, by_index.into_values().collect())
     };
     if !(1..=MAX_PARTITIONS).contains(&partitions) {
         return Err((
             ResponseError::InvalidPartitions.code(),
             format!("number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}"),
-        ));
-    }
-    if replication_factor < 1 || replication_factor > brokers {
-        return Err((
-            ResponseError::InvalidReplicationFactor.code(),
-            format!("replication factor {replication_factor} is invalid: must be between 1 and the {brokers} available broker(s)"),
         ));
     }
     let mut configs = BTreeMap::new();
@@ -166,7 +133,7 @@ fn plan(node: &Node, topic: &CreatableTopic) -> Result<Plan, (i16, String)> {
         topic_config::validate_entry(&key, &value).map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
         configs.insert(key, value);
     }
-    Ok((partitions, replication_factor, configs))
+    Ok(TopicSpec { name, partitions, replication_factor, configs, assignment, validate_only })
 }
 
 fn describe_configs(node: &Node, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {

@@ -1,7 +1,6 @@
 //! DeleteRecords: move partitions' log start offsets forward (offset -1 = the high
 //! watermark); whole segments below the new start are deleted.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
@@ -17,9 +16,9 @@ pub fn handle(node: &Node, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
             let mut p = DeleteRecordsPartitionResult::default();
             p.partition_index = part.partition_index;
             p.low_watermark = -1;
-            match node.replicas.get(&topic.name, part.partition_index) {
-                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) => match partition.delete_records(part.offset) {
+            match node.leader_replica(&topic.name, part.partition_index) {
+                Err(e) => p.error_code = error_code::lookup(e),
+                Ok(partition) => match partition.delete_records(part.offset) {
                     Ok(low) => {
                         tracing::info!(topic = %&*topic.name, partition = part.partition_index, log_start_offset = low, "deleted records");
                         p.low_watermark = low;

@@ -1,5 +1,5 @@
-//! DeleteTopics: by name (v0–5) or by name or id (v6+). The topic leaves the catalog first,
-//! then its partitions stop serving and their directories are removed.
+//! DeleteTopics: by name (v0–5) or by name or id (v6+). The controller removes the topic from
+//! the metadata; each broker then stops serving its replicas and removes their directories.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -11,7 +11,7 @@ use crate::node::Node;
 
 use super::{str_bytes, topic_name};
 
-pub fn handle(node: &Node, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub async fn handle(node: &Node, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
     let targets: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)).collect()
     } else {
@@ -39,19 +39,27 @@ pub fn handle(node: &Node, req: DeleteTopicsRequest, version: i16) -> DeleteTopi
                     r.error_message = Some(str_bytes(&format!("{n} is an internal topic and cannot be deleted")));
                 }
             }
-            Some(n) => match node.delete_topic(&n) {
-                Ok(deleted) => {
-                    r.name = Some(topic_name(&n));
-                    if version >= 6 {
-                        r.topic_id = deleted.id;
-                    }
-                }
-                Err(e) => {
-                    r.error_code = error_code::topic_op(&e);
+            Some(n) => match node.catalog.get(&n).map(|t| t.id) {
+                None => {
+                    r.error_code = ResponseError::UnknownTopicOrPartition.code();
                     if version >= 5 {
-                        r.error_message = Some(str_bytes(&error_code::message(&e)));
+                        r.error_message = Some(str_bytes(&format!("topic {n} does not exist")));
                     }
                 }
+                Some(deleted_id) => match node.delete_topic(&n).await {
+                    Ok(()) => {
+                        r.name = Some(topic_name(&n));
+                        if version >= 6 {
+                            r.topic_id = deleted_id;
+                        }
+                    }
+                    Err(e) => {
+                        r.error_code = error_code::topic_op(&e);
+                        if version >= 5 {
+                            r.error_message = Some(str_bytes(&error_code::message(&e)));
+                        }
+                    }
+                },
             },
         }
         resp.responses.push(r);

@@ -1,4 +1,4 @@
-//! DescribeCluster: the cluster id, the active controller and the brokers.
+//! DescribeCluster: the cluster id, the active controller and the live brokers.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -8,15 +8,21 @@ use crate::node::Node;
 use super::str_bytes;
 
 pub fn handle(node: &Node, req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let image = node.catalog.image();
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_id = str_bytes(&node.identity.cluster_id);
-    resp.controller_id = BrokerId(node.config.node_id);
+    resp.cluster_id = str_bytes(image.cluster_id.as_deref().unwrap_or_default());
+    resp.controller_id = BrokerId(node.controller_id());
     resp.endpoint_type = req.endpoint_type;
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = BrokerId(node.config.node_id);
-    broker.host = str_bytes(&node.advertised_host);
-    broker.port = node.advertised_port;
-    broker.rack = node.config.rack.as_deref().map(str_bytes);
-    resp.brokers = vec![broker];
+    resp.brokers = image
+        .live_brokers()
+        .map(|b| {
+            let mut broker = DescribeClusterBroker::default();
+            broker.broker_id = BrokerId(b.id);
+            broker.host = str_bytes(&b.kafka.host);
+            broker.port = b.kafka.port;
+            broker.rack = b.rack.as_deref().map(str_bytes);
+            broker
+        })
+        .collect();
     resp
 }

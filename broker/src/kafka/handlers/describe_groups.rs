@@ -12,6 +12,11 @@ pub fn handle(node: &Node, req: DescribeGroupsRequest, version: i16) -> Describe
     for id in req.groups {
         let mut g = DescribedGroup::default();
         g.group_id = id.clone();
+        if let Err(e) = node.groups.check_coordinator(&id) {
+            g.error_code = crate::kafka::error_code::group(&e);
+            resp.groups.push(g);
+            continue;
+        }
         match node.groups.describe(&id) {
             // Kafka describes an unknown group as Dead with no error.
             None => g.group_state = str_bytes("Dead"),

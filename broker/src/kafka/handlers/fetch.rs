@@ -63,7 +63,7 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
         // Subscribe before reading so that an append between the read and the wait still wakes us.
         let mut watchers: Vec<watch::Receiver<i64>> = wanted
             .iter()
-            .filter_map(|w| w.resolved.as_deref().and_then(|t| node.replicas.get(t, w.partition)))
+            .filter_map(|w| w.resolved.as_deref().and_then(|t| node.replicas.leader(t, w.partition)))
             .map(|p| p.subscribe())
             .collect();
         let (resp, bytes, any_error) = read_all(node, &wanted, max_bytes, version);
@@ -96,17 +96,17 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> (
         p.last_stable_offset = -1;
         p.log_start_offset = -1;
         p.records = Some(Bytes::new());
-        let partition = w.resolved.as_deref().and_then(|t| node.replicas.get(t, w.partition));
+        let partition = match w.resolved.as_deref() {
+            Some(t) => node.leader_replica(t, w.partition).map_err(error_code::lookup),
+            None if version >= 13 => Err(ResponseError::UnknownTopicId.code()),
+            None => Err(ResponseError::UnknownTopicOrPartition.code()),
+        };
         match partition {
-            None if w.resolved.is_none() && version >= 13 => {
-                p.error_code = ResponseError::UnknownTopicId.code();
+            Err(code) => {
+                p.error_code = code;
                 any_error = true;
             }
-            None => {
-                p.error_code = ResponseError::UnknownTopicOrPartition.code();
-                any_error = true;
-            }
-            Some(partition) => {
+            Ok(partition) => {
                 let limit = usize::try_from(w.partition_max_bytes).unwrap_or(0).min(max_bytes.saturating_sub(total));
                 match partition.read(w.fetch_offset, limit, first_with_data) {
                     Ok(read) => {

@@ -1,12 +1,13 @@
-//! FindCoordinator: this broker coordinates every group (it leads every `__consumer_offsets`
-//! partition on a single node). The offsets topic is created on first use, as in Kafka.
-//! Transaction coordinators (key type 1) do not exist yet.
+//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
+//! partition (`hash(group) % partitions`), as the metadata image names it. The offsets topic
+//! is created on first use, as in Kafka. Transaction coordinators (key type 1) do not exist yet.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::group::OFFSETS_TOPIC;
 use crate::kafka::error_code;
 use crate::node::Node;
 
@@ -14,9 +15,12 @@ use super::str_bytes;
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub async fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
     let keys: Vec<StrBytes> = if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
-    let results: Vec<Coordinator> = keys.into_iter().map(|key| coordinator(node, key, req.key_type)).collect();
+    let mut results: Vec<Coordinator> = Vec::with_capacity(keys.len());
+    for key in keys {
+        results.push(coordinator(node, key, req.key_type).await);
+    }
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
         resp.coordinators = results;
@@ -32,7 +36,7 @@ pub fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoo
     resp
 }
 
-fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
+async fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
     let group = key.to_string();
     let mut c = Coordinator::default();
     c.key = key;
@@ -50,16 +54,26 @@ fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
             format!("coordinator key type {key_type} is not supported (transactions are not implemented yet)"),
         );
     }
-    if let Err(e) = node.ensure_offsets_topic() {
-        tracing::error!(error = %e, "creating __consumer_offsets failed");
+    if let Err(e) = node.ensure_offsets_topic().await {
+        tracing::warn!(error = %e, "creating __consumer_offsets failed");
         return fail(c, ResponseError::CoordinatorNotAvailable.code(), error_code::message(&e));
     }
-    if !node.groups.hosts_partition_of(&group) {
-        // Another request is still creating the offsets topic: the client asks again.
-        return fail(c, ResponseError::CoordinatorNotAvailable.code(), "__consumer_offsets is being created".into());
-    }
-    c.node_id = BrokerId(node.config.node_id);
-    c.host = str_bytes(&node.advertised_host);
-    c.port = node.advertised_port;
+    let image = node.catalog.image();
+    let partition = node.groups.partition_of(&group);
+    let leader = image
+        .topic(OFFSETS_TOPIC)
+        .and_then(|t| t.partition(partition))
+        .map(|p| p.leader)
+        .and_then(|l| image.broker(l).filter(|b| !b.fenced));
+    let Some(leader) = leader else {
+        return fail(
+            c,
+            ResponseError::CoordinatorNotAvailable.code(),
+            format!("__consumer_offsets partition {partition} has no leader right now"),
+        );
+    };
+    c.node_id = BrokerId(leader.id);
+    c.host = str_bytes(&leader.kafka.host);
+    c.port = leader.kafka.port;
     c
 }

@@ -17,7 +17,7 @@ const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 const LIST_KEYS: &[&str] = &["cleanup.policy"];
 
-pub fn handle(node: &Node, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn handle(node: &Node, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
     let mut resp = IncrementalAlterConfigsResponse::default();
     for resource in req.resources {
         let mut r = AlterConfigsResourceResponse::default();
@@ -38,7 +38,10 @@ pub fn handle(node: &Node, req: IncrementalAlterConfigsRequest) -> IncrementalAl
                             break;
                         }
                     }
-                    result.and_then(|()| apply_topic_configs(node, &name, configs, req.validate_only))
+                    match result {
+                        Ok(()) => apply_topic_configs(node, &name, configs, req.validate_only).await,
+                        Err(e) => Err(e),
+                    }
                 }
             },
             RESOURCE_BROKER => Err(static_broker_configs()),

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::node::Node;
 
-pub fn handle(node: &Node, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(node: &Node, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
@@ -17,14 +17,15 @@ pub fn handle(node: &Node, req: InitProducerIdRequest) -> InitProducerIdResponse
         resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return resp;
     }
-    match node.producer_ids.next_id() {
+    match node.producer_ids.next_id().await {
         Ok(id) => {
             resp.producer_id = ProducerId(id);
             resp.producer_epoch = 0;
         }
         Err(e) => {
-            tracing::error!(error = %e, "allocating a producer id failed");
-            resp.error_code = ResponseError::UnknownServerError.code();
+            tracing::warn!(error = %crate::error_chain::display(&e), "allocating a producer id failed");
+            // Retriable for clients: the controller may be between elections.
+            resp.error_code = ResponseError::CoordinatorNotAvailable.code();
         }
     }
     resp

@@ -24,9 +24,9 @@ pub fn handle(node: &Node, req: ListOffsetsRequest, version: i16) -> ListOffsets
             p.timestamp = -1;
             p.offset = -1;
             p.leader_epoch = -1;
-            match node.replicas.get(&topic.name, part.partition_index) {
-                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) => {
+            match node.leader_replica(&topic.name, part.partition_index) {
+                Err(e) => p.error_code = error_code::lookup(e),
+                Ok(partition) => {
                     // The leader epoch field exists from v4; older versions must leave it unset.
                     if version >= 4 {
                         p.leader_epoch = partition.leader_epoch();

@@ -14,7 +14,8 @@ pub fn handle(node: &Node, req: OffsetCommitRequest, version: i16) -> OffsetComm
     let mut shape: Vec<(usize, i32, Option<usize>)> = Vec::new(); // (topic index, partition, commit index)
     for (ti, topic) in req.topics.iter().enumerate() {
         for p in &topic.partitions {
-            if node.replicas.get(&topic.name, p.partition_index).is_none() {
+            let exists = node.catalog.get(&topic.name).is_some_and(|t| t.partition(p.partition_index).is_some());
+            if !exists {
                 shape.push((ti, p.partition_index, None));
                 continue;
             }

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 
 use crate::group::records::OffsetValue;
+use crate::kafka::error_code;
 use crate::node::Node;
 
 use super::{str_bytes, topic_name};
@@ -24,9 +25,14 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
                 .topics
                 .as_ref()
                 .map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect());
-            let fetched = node.groups.fetch_offsets(&g.group_id, topics);
             let mut group = OffsetFetchResponseGroup::default();
             group.group_id = g.group_id.clone();
+            if let Err(e) = node.groups.check_coordinator(&g.group_id) {
+                group.error_code = error_code::group(&e);
+                resp.groups.push(group);
+                continue;
+            }
+            let fetched = node.groups.fetch_offsets(&g.group_id, topics);
             group.topics = grouped(fetched)
                 .into_iter()
                 .map(|(name, parts)| {
@@ -52,6 +58,14 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
     }
     let topics =
         req.topics.as_ref().map(|ts| ts.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect());
+    if let Err(e) = node.groups.check_coordinator(&req.group_id) {
+        // v0-1 have no top-level error code; the partitions carry it.
+        resp.error_code = error_code::group(&e);
+        if version < 2 {
+            resp.topics = requested_with_error(req.topics.as_deref().unwrap_or_default(), resp.error_code);
+        }
+        return resp;
+    }
     let fetched = node.groups.fetch_offsets(&req.group_id, topics);
     resp.topics = grouped(fetched)
         .into_iter()
@@ -75,6 +89,32 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
         })
         .collect();
     resp
+}
+
+/// Every requested partition, failed with `code` (for versions without a top-level error).
+fn requested_with_error(
+    topics: &[kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic],
+    code: i16,
+) -> Vec<OffsetFetchResponseTopic> {
+    topics
+        .iter()
+        .map(|t| {
+            let mut out = OffsetFetchResponseTopic::default();
+            out.name = t.name.clone();
+            out.partitions = t
+                .partition_indexes
+                .iter()
+                .map(|p| {
+                    let mut part = OffsetFetchResponsePartition::default();
+                    part.partition_index = *p;
+                    part.committed_offset = -1;
+                    part.error_code = code;
+                    part
+                })
+                .collect();
+            out
+        })
+        .collect()
 }
 
 /// Groups fetched offsets by topic, keeping the order topics first appear in.

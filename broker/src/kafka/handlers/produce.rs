@@ -51,11 +51,14 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                 topic_resp.partition_responses.push(p);
                 continue;
             }
-            let Some(partition) = node.replicas.get(&topic.name, data.index) else {
-                p.error_code = ResponseError::UnknownTopicOrPartition.code();
-                failures.push(format!("{}-{}: unknown topic or partition", &*topic.name, data.index));
-                topic_resp.partition_responses.push(p);
-                continue;
+            let partition = match node.leader_replica(&topic.name, data.index) {
+                Ok(partition) => partition,
+                Err(e) => {
+                    p.error_code = error_code::lookup(e);
+                    failures.push(format!("{}-{}: {e:?}", &*topic.name, data.index));
+                    topic_resp.partition_responses.push(p);
+                    continue;
+                }
             };
             let records = data.records.unwrap_or_default();
             let size = records.len();

@@ -1,0 +1,18 @@
+//! The generated gRPC code of Strom's internal port, shared by the broker, the tests and
+//! (later) the operator, none of which links the others' internals.
+//!
+//! - [`raft`]: `strom.raft.v1`, the metadata quorum's raft RPCs between brokers.
+//! - [`controller`]: `strom.controller.v1`, broker-to-controller calls (registration,
+//!   heartbeats, topic writes, producer-id blocks, quorum description).
+
+/// `strom.raft.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
+pub mod raft {
+    tonic::include_proto!("strom.raft.v1");
+}
+
+/// `strom.controller.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
+pub mod controller {
+    tonic::include_proto!("strom.controller.v1");
+}

@@ -1,0 +1,652 @@
+//! The controller: the raft leader's role. It is the only proposer of metadata commands, and
+//! it decides what they say — broker epochs, topic ids, replica placement, new leaders.
+//!
+//! - this file: [`Controller`], the decisions behind each request, serialised by one lock and
+//!   validated against an image that includes everything committed (`ensure_linearizable`
+//!   before each write), and [`Controller::run`], the loop that notices activation, names a
+//!   new cluster, and fences brokers whose sessions ran out.
+//! - [`service`]: `strom.controller.v1` over gRPC, which every broker calls.
+//! - [`sessions`]: heartbeat deadlines (leader-local state).
+//! - [`placement`]: replicas for new partitions (pure).
+//! - [`elections`]: leader changes when brokers are fenced and unfenced (pure).
+
+pub mod elections;
+pub mod placement;
+pub mod service;
+pub mod sessions;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ServerState};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::catalog::{validate_topic_name, MAX_PARTITIONS};
+use super::command::{CommandResult, Endpoint, MetadataCommand};
+use super::image::MetadataImage;
+use super::quorum::VoterSet;
+use super::topic_config;
+use super::types::{broker_id, node_id, Raft};
+use crate::shutdown::Shutdown;
+use placement::{BrokerLoad, Candidate};
+use sessions::Sessions;
+
+/// Producer ids handed to a broker at a time.
+pub const PRODUCER_ID_BLOCK: i32 = 1000;
+
+/// Why a controller request failed; the code travels to the caller over gRPC.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ControllerError {
+    pub code: ErrorKind,
+    pub message: String,
+}
+
+/// The kinds of [`ControllerError`]: the wire enum `strom.controller.v1.ErrorCode` itself.
+pub use strom_proto::controller::ErrorCode as ErrorKind;
+
+fn fail<T>(code: ErrorKind, message: impl Into<String>) -> Result<T, ControllerError> {
+    Err(ControllerError { code, message: message.into() })
+}
+
+/// Settings of the controller role.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub me: i32,
+    pub voters: VoterSet,
+    /// `broker.session.timeout.ms`.
+    pub session_timeout: Duration,
+}
+
+/// A broker's registration request.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub id: i32,
+    pub incarnation: Uuid,
+    pub kafka: Endpoint,
+    pub internal_addr: String,
+    pub rack: Option<String>,
+}
+
+/// A topic to create.
+#[derive(Debug, Clone)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+    /// Manual replicas per partition; empty lets the controller place them.
+    pub assignment: Vec<Vec<i32>>,
+    pub validate_only: bool,
+}
+
+/// A created (or validated) topic.
+#[derive(Debug, Clone)]
+pub struct CreatedTopic {
+    pub id: Option<Uuid>,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub index: u64,
+}
+
+/// What a heartbeat learned.
+#[derive(Debug, Clone, Copy)]
+pub struct HeartbeatReply {
+    pub fenced: bool,
+    pub index: u64,
+}
+
+/// The quorum as this node sees it.
+#[derive(Debug, Clone)]
+pub struct QuorumDescription {
+    pub cluster_id: Option<String>,
+    pub leader: Option<i32>,
+    pub term: u64,
+    pub voters: Vec<i32>,
+    pub learners: Vec<i32>,
+    pub registered: Vec<i32>,
+    pub applied_index: u64,
+}
+
+/// The controller role of one broker (active only while its raft is leader).
+pub struct Controller {
+    raft: Raft,
+    image: watch::Receiver<Arc<MetadataImage>>,
+    config: ControllerConfig,
+    sessions: Mutex<Sessions>,
+    /// One decision at a time: each validates against the image the previous one produced.
+    write_lock: tokio::sync::Mutex<()>,
+    active: AtomicBool,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .field("active", &self.is_active())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    pub fn new(raft: Raft, image: watch::Receiver<Arc<MetadataImage>>, config: ControllerConfig) -> Controller {
+        let sessions = Mutex::new(Sessions::new(config.session_timeout));
+        Controller {
+            raft,
+            image,
+            config,
+            sessions,
+            write_lock: tokio::sync::Mutex::new(()),
+            active: AtomicBool::new(false),
+        }
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// The active controller as raft knows it.
+    pub fn leader(&self) -> Option<i32> {
+        self.raft.metrics().borrow().current_leader.map(broker_id)
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    fn not_controller(&self) -> ControllerError {
+        let hint = self.leader().filter(|l| *l != self.config.me);
+        ControllerError {
+            code: ErrorKind::NotController,
+            message: match hint {
+                Some(l) => format!("broker {} is not the active controller; broker {l} is", self.config.me),
+                None => format!("broker {} is not the active controller, and no controller is known", self.config.me),
+            },
+        }
+    }
+
+    /// Refuses unless this node leads, and makes the image include everything committed.
+    async fn ensure_active(&self) -> Result<(), ControllerError> {
+        if !self.is_active() {
+            return Err(self.not_controller());
+        }
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(self.not_controller()),
+        }
+    }
+
+    /// Proposes one command and waits until it is applied here; returns its result and index.
+    async fn write(&self, command: MetadataCommand) -> Result<(CommandResult, u64), ControllerError> {
+        match self.raft.client_write(command).await {
+            Ok(resp) => Ok((resp.data, resp.log_id.index)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                self.active.store(false, Ordering::Release);
+                Err(self.not_controller())
+            }
+            Err(e) => fail(ErrorKind::NotCommitted, format!("the metadata write was not committed: {e}")),
+        }
+    }
+
+    /// The index the image must reach before a caller's next read sees a refused write's state.
+    fn applied_index(&self) -> u64 {
+        self.image.borrow().applied_index
+    }
+
+    /// Adds a learner for `id` at `addr` unless raft already replicates to it there.
+    async fn ensure_learner(&self, id: i32, addr: &str) -> Result<(), ControllerError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let known = {
+                let metrics = self.raft.metrics();
+                let m = metrics.borrow();
+                m.membership_config.membership().get_node(&node_id(id)).map(|n| n.addr.clone())
+            };
+            if known.as_deref() == Some(addr) {
+                return Ok(());
+            }
+            let node = BasicNode { addr: addr.to_string() };
+            let result = match known {
+                None => self.raft.add_learner(node_id(id), node, false).await,
+                Some(_) => {
+                    self.raft
+                        .change_membership(
+                            openraft::ChangeMembers::SetNodes(BTreeMap::from([(node_id(id), node)])),
+                            true,
+                        )
+                        .await
+                }
+            };
+            match result {
+                Ok(_) => return Ok(()),
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                    ChangeMembershipError::InProgress(_),
+                ))) if Instant::now() < deadline => {
+                    // The previous membership change (or, right after an election, the
+                    // leader's first entry) is not committed yet.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(self.not_controller()),
+                Err(e) => {
+                    return fail(ErrorKind::NotCommitted, format!("adding broker {id} to the quorum as a learner: {e}"))
+                }
+            }
+        }
+    }
+
+    /// RegisterBroker: a broker process announces itself.
+    pub async fn register(&self, r: Registration) -> Result<(u64, u64), ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        if r.id < 0 {
+            return fail(ErrorKind::InvalidRequest, format!("broker id {} is negative", r.id));
+        }
+        if let Some(voter_addr) = self.config.voters.addr(r.id) {
+            if voter_addr != r.internal_addr {
+                tracing::warn!(broker = r.id, from = %r.internal_addr, voter = voter_addr, "registration with a voter's id from another address refused");
+                return fail(
+                    ErrorKind::DuplicateBrokerRegistration,
+                    format!(
+                        "broker id {} belongs to the voter at {voter_addr}, but this broker's internal address is {}",
+                        r.id, r.internal_addr
+                    ),
+                );
+            }
+        }
+        let now = Instant::now();
+        if let Some(left) = self.sessions.lock().held_by_other(r.id, r.incarnation, now) {
+            tracing::warn!(broker = r.id, incarnation = %r.incarnation, "registration refused: another live process holds this broker id");
+            return fail(
+                ErrorKind::DuplicateBrokerRegistration,
+                format!(
+                    "broker id {} is registered by another process that is still heartbeating (its session ends in {} ms unless it heartbeats again)",
+                    r.id,
+                    left.as_millis()
+                ),
+            );
+        }
+        if !self.config.voters.contains(r.id) {
+            self.ensure_learner(r.id, &r.internal_addr).await?;
+        }
+        let changes = elections::on_fence(&self.image(), r.id);
+        let command = MetadataCommand::RegisterBroker {
+            id: r.id,
+            incarnation: r.incarnation,
+            kafka: r.kafka.clone(),
+            internal_addr: r.internal_addr.clone(),
+            rack: r.rack.clone(),
+            changes,
+        };
+        match self.write(command).await? {
+            (CommandResult::Registered { broker_epoch }, index) => {
+                self.sessions.lock().touch(r.id, r.incarnation, Instant::now());
+                tracing::info!(broker = r.id, epoch = broker_epoch, incarnation = %r.incarnation, kafka = %format!("{}:{}", r.kafka.host, r.kafka.port), "broker registered");
+                Ok((broker_epoch, index))
+            }
+            (other, _) => fail(ErrorKind::InvalidRequest, format!("registration not applied: {other:?}")),
+        }
+    }
+
+    /// BrokerHeartbeat: keeps a session alive, unfences a broker that caught up, fences one
+    /// that is shutting down.
+    pub async fn heartbeat(
+        &self,
+        id: i32,
+        epoch: u64,
+        applied_index: u64,
+        want_shutdown: bool,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        if !self.is_active() {
+            return Err(self.not_controller());
+        }
+        let image = self.image();
+        let Some(b) = image.broker(id) else {
+            return fail(ErrorKind::BrokerNotRegistered, format!("broker {id} is not registered"));
+        };
+        if b.epoch != epoch {
+            return fail(
+                ErrorKind::StaleBrokerEpoch,
+                format!("broker {id} heartbeat with epoch {epoch}, but its registration has epoch {}", b.epoch),
+            );
+        }
+        let incarnation = b.incarnation;
+        if want_shutdown {
+            self.sessions.lock().end(id);
+            if !b.fenced {
+                let _guard = self.write_lock.lock().await;
+                self.ensure_active().await?;
+                let changes = elections::on_fence(&self.image(), id);
+                let (_, index) = self.write(MetadataCommand::FenceBroker { id, epoch, changes }).await?;
+                tracing::info!(broker = id, "broker shutting down: fenced, its partitions led elsewhere");
+                return Ok(HeartbeatReply { fenced: true, index });
+            }
+            return Ok(HeartbeatReply { fenced: true, index: self.applied_index() });
+        }
+        self.sessions.lock().touch(id, incarnation, Instant::now());
+        if b.fenced && applied_index >= epoch {
+            let _guard = self.write_lock.lock().await;
+            self.ensure_active().await?;
+            let image = self.image();
+            if image.broker(id).is_some_and(|b| b.fenced && b.epoch == epoch) {
+                let changes = elections::on_unfence(&image, id);
+                let (result, index) = self.write(MetadataCommand::UnfenceBroker { id, epoch, changes }).await?;
+                if result == CommandResult::Done {
+                    tracing::info!(broker = id, epoch, "broker unfenced");
+                    return Ok(HeartbeatReply { fenced: false, index });
+                }
+            }
+        }
+        let image = self.image();
+        let fenced = image.broker(id).is_none_or(|b| b.fenced);
+        Ok(HeartbeatReply { fenced, index: image.applied_index })
+    }
+
+    fn live_candidates(image: &MetadataImage) -> Vec<Candidate> {
+        image.live_brokers().map(|b| Candidate { id: b.id, rack: b.rack.clone() }).collect()
+    }
+
+    /// Checks a manual assignment: every partition the same number of distinct, registered brokers.
+    fn check_assignment(image: &MetadataImage, assignment: &[Vec<i32>]) -> Result<usize, ControllerError> {
+        let rf = assignment.first().map_or(0, Vec::len);
+        for (i, replicas) in assignment.iter().enumerate() {
+            if replicas.is_empty() {
+                return fail(ErrorKind::InvalidReplicaAssignment, format!("partition {i} has no replicas"));
+            }
+            if replicas.len() != rf {
+                return fail(
+                    ErrorKind::InvalidReplicaAssignment,
+                    format!("partition {i} has {} replicas, partition 0 has {rf}", replicas.len()),
+                );
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for b in replicas {
+                if !seen.insert(*b) {
+                    return fail(ErrorKind::InvalidReplicaAssignment, format!("partition {i} names broker {b} twice"));
+                }
+                if image.broker(*b).is_none() {
+                    let known: Vec<String> = image.brokers.keys().map(i32::to_string).collect();
+                    return fail(
+                        ErrorKind::InvalidReplicaAssignment,
+                        format!(
+                            "partition {i} is assigned to broker {b}, which is not registered (brokers: {})",
+                            known.join(",")
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(rf)
+    }
+
+    /// Until replication exists (issue 5) a replica beyond the leader would be a promise
+    /// nobody keeps, so only replication factor 1 is accepted.
+    fn check_replication_factor(rf: usize) -> Result<(), ControllerError> {
+        if rf > 1 {
+            return fail(
+                ErrorKind::InvalidReplicationFactor,
+                format!("replication factor {rf}: this version of Strom does not replicate partitions yet; use 1"),
+            );
+        }
+        Ok(())
+    }
+
+    /// CreateTopic: validates, places and commits a new topic.
+    pub async fn create_topic(&self, spec: TopicSpec) -> Result<CreatedTopic, ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let image = self.image();
+        if let Err(e) = validate_topic_name(&spec.name) {
+            return fail(ErrorKind::InvalidTopicName, e.to_string());
+        }
+        if image.topic(&spec.name).is_some() {
+            return fail(ErrorKind::TopicAlreadyExists, format!("topic {} already exists", spec.name));
+        }
+        if let Err(e) = topic_config::validate(&spec.configs) {
+            return fail(ErrorKind::InvalidConfig, e.to_string());
+        }
+        let assignment = if spec.assignment.is_empty() {
+            if !(1..=MAX_PARTITIONS).contains(&spec.partitions) {
+                return fail(
+                    ErrorKind::InvalidPartitions,
+                    format!("number of partitions must be between 1 and {MAX_PARTITIONS}, got {}", spec.partitions),
+                );
+            }
+            if spec.replication_factor < 1 {
+                return fail(
+                    ErrorKind::InvalidReplicationFactor,
+                    format!("replication factor {} must be at least 1", spec.replication_factor),
+                );
+            }
+            let rf = usize::try_from(spec.replication_factor).unwrap_or(0);
+            Self::check_replication_factor(rf)?;
+            let mut load = BrokerLoad::of(&image);
+            let count = usize::try_from(spec.partitions).unwrap_or(0);
+            placement::place(&Self::live_candidates(&image), &mut load, count, rf)
+                .map_err(|e| ControllerError { code: ErrorKind::InvalidReplicationFactor, message: e.to_string() })?
+        } else {
+            if spec.assignment.len() > MAX_PARTITIONS as usize {
+                return fail(ErrorKind::InvalidPartitions, format!("at most {MAX_PARTITIONS} partitions"));
+            }
+            let rf = Self::check_assignment(&image, &spec.assignment)?;
+            Self::check_replication_factor(rf)?;
+            spec.assignment.clone()
+        };
+        let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
+        let replication_factor = i16::try_from(assignment.first().map_or(0, Vec::len)).unwrap_or(i16::MAX);
+        if spec.validate_only {
+            return Ok(CreatedTopic { id: None, partitions, replication_factor, index: image.applied_index });
+        }
+        let id = Uuid::new_v4();
+        let command = MetadataCommand::CreateTopic { name: spec.name.clone(), id, configs: spec.configs, assignment };
+        match self.write(command).await? {
+            (CommandResult::Done, index) => {
+                tracing::info!(topic = %spec.name, %id, partitions, "created topic");
+                Ok(CreatedTopic { id: Some(id), partitions, replication_factor, index })
+            }
+            (other, _) => fail(ErrorKind::InvalidRequest, format!("topic {} not created: {other:?}", spec.name)),
+        }
+    }
+
+    fn topic_id(image: &MetadataImage, name: &str) -> Result<Uuid, ControllerError> {
+        image.topic(name).map(|t| t.id).ok_or_else(|| ControllerError {
+            code: ErrorKind::UnknownTopic,
+            message: format!("topic {name} does not exist"),
+        })
+    }
+
+    /// DeleteTopic.
+    pub async fn delete_topic(&self, name: &str) -> Result<u64, ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let id = Self::topic_id(&self.image(), name)?;
+        let (_, index) = self.write(MetadataCommand::DeleteTopic { id }).await?;
+        tracing::info!(topic = %name, %id, "deleted topic");
+        Ok(index)
+    }
+
+    /// CreatePartitions: grows a topic to `count` partitions.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: Vec<Vec<i32>>,
+        validate_only: bool,
+    ) -> Result<u64, ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let image = self.image();
+        let topic = image.topic(name).cloned().ok_or_else(|| ControllerError {
+            code: ErrorKind::UnknownTopic,
+            message: format!("topic {name} does not exist"),
+        })?;
+        let current = topic.partition_count();
+        if count > MAX_PARTITIONS {
+            return fail(ErrorKind::InvalidPartitions, format!("topic {name}: at most {MAX_PARTITIONS} partitions"));
+        }
+        if count < current {
+            return fail(
+                ErrorKind::InvalidPartitions,
+                format!("topic {name} has {current} partitions; it cannot decrease to {count}"),
+            );
+        }
+        if count == current {
+            return fail(ErrorKind::InvalidPartitions, format!("topic {name} already has {count} partitions"));
+        }
+        let added = usize::try_from(count - current).unwrap_or(0);
+        let rf = usize::try_from(topic.replication_factor()).unwrap_or(1).max(1);
+        let new = if assignment.is_empty() {
+            let mut load = BrokerLoad::of(&image);
+            placement::place(&Self::live_candidates(&image), &mut load, added, rf)
+                .map_err(|e| ControllerError { code: ErrorKind::InvalidReplicationFactor, message: e.to_string() })?
+        } else {
+            if assignment.len() != added {
+                return fail(
+                    ErrorKind::InvalidReplicaAssignment,
+                    format!("{} assignments given for {added} new partitions", assignment.len()),
+                );
+            }
+            let given = Self::check_assignment(&image, &assignment)?;
+            if given != rf {
+                return fail(
+                    ErrorKind::InvalidReplicaAssignment,
+                    format!("new partitions have {given} replicas; topic {name} has {rf}"),
+                );
+            }
+            assignment
+        };
+        if validate_only {
+            return Ok(image.applied_index);
+        }
+        let (_, index) = self.write(MetadataCommand::CreatePartitions { id: topic.id, assignment: new }).await?;
+        tracing::info!(topic = %name, partitions = count, "increased partitions");
+        Ok(index)
+    }
+
+    /// AlterTopicConfigs: replaces a topic's overrides.
+    pub async fn alter_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<u64, ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let image = self.image();
+        let id = Self::topic_id(&image, name)?;
+        if let Err(e) = topic_config::validate(&configs) {
+            return fail(ErrorKind::InvalidConfig, e.to_string());
+        }
+        if validate_only {
+            return Ok(image.applied_index);
+        }
+        let (_, index) = self.write(MetadataCommand::AlterTopicConfigs { id, configs: configs.clone() }).await?;
+        tracing::info!(topic = %name, configs = ?configs, "altered topic configs");
+        Ok(index)
+    }
+
+    /// AllocateProducerIds: a block of ids for one broker.
+    pub async fn allocate_producer_ids(&self, broker: i32, epoch: u64) -> Result<(i64, i32, u64), ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let command =
+            MetadataCommand::AllocateProducerIds { broker_id: broker, broker_epoch: epoch, count: PRODUCER_ID_BLOCK };
+        match self.write(command).await? {
+            (CommandResult::ProducerIds { first, count }, index) => Ok((first, count, index)),
+            (CommandResult::Refused(e), _) => fail(ErrorKind::StaleBrokerEpoch, e.to_string()),
+            (other, _) => fail(ErrorKind::InvalidRequest, format!("producer ids not allocated: {other:?}")),
+        }
+    }
+
+    /// DescribeQuorum: what this node knows (answered by any node).
+    pub fn describe_quorum(&self) -> QuorumDescription {
+        let image = self.image();
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let membership = m.membership_config.membership();
+        QuorumDescription {
+            cluster_id: image.cluster_id.clone(),
+            leader: m.current_leader.map(broker_id),
+            term: m.current_term,
+            voters: membership.voter_ids().map(broker_id).collect(),
+            learners: membership.learner_ids().map(broker_id).collect(),
+            registered: image.brokers.keys().copied().collect(),
+            applied_index: image.applied_index,
+        }
+    }
+
+    /// The controller loop: notices when this node becomes (or stops being) the active
+    /// controller, names a new cluster, and fences brokers whose sessions ran out.
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
+        let mut metrics = self.raft.metrics();
+        let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.wait() => return,
+                changed = metrics.changed() => if changed.is_err() { return },
+                _ = ticker.tick() => {}
+            }
+            let leading = {
+                let m = metrics.borrow();
+                m.state == ServerState::Leader && m.current_leader == Some(node_id(self.config.me))
+            };
+            if leading && !self.is_active() {
+                // Include everything the previous controller committed before deciding.
+                if self.raft.ensure_linearizable().await.is_err() {
+                    continue;
+                }
+                self.sessions.lock().activate(&self.image(), Instant::now());
+                self.active.store(true, Ordering::Release);
+                tracing::info!(
+                    broker = self.config.me,
+                    term = metrics.borrow().current_term,
+                    "this broker is now the active controller"
+                );
+            } else if !leading && self.is_active() {
+                self.active.store(false, Ordering::Release);
+                tracing::info!(broker = self.config.me, "this broker is no longer the active controller");
+            }
+            if self.is_active() {
+                self.tend().await;
+            }
+        }
+    }
+
+    /// One round of the active controller's chores.
+    async fn tend(&self) {
+        if self.image().cluster_id.is_none() {
+            let _guard = self.write_lock.lock().await;
+            if self.image().cluster_id.is_none() {
+                let cluster_id = super::cluster::new_cluster_id();
+                match self.write(MetadataCommand::InitCluster { cluster_id: cluster_id.clone() }).await {
+                    Ok(_) => tracing::info!(%cluster_id, "new cluster"),
+                    Err(e) => tracing::warn!(error = %e, "naming the cluster failed"),
+                }
+            }
+        }
+        let expired = self.sessions.lock().expired(&self.image(), Instant::now());
+        for (id, epoch) in expired {
+            let _guard = self.write_lock.lock().await;
+            let image = self.image();
+            if !image.broker(id).is_some_and(|b| !b.fenced && b.epoch == epoch) {
+                continue;
+            }
+            let changes = elections::on_fence(&image, id);
+            let moved = changes.len();
+            match self.write(MetadataCommand::FenceBroker { id, epoch, changes }).await {
+                Ok(_) => tracing::warn!(
+                    broker = id,
+                    timeout_ms = self.config.session_timeout.as_millis() as u64,
+                    partitions = moved,
+                    "broker missed its session timeout: fenced"
+                ),
+                Err(e) => tracing::warn!(broker = id, error = %e, "fencing failed"),
+            }
+        }
+    }
+}
