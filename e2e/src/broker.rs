@@ -26,6 +26,10 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Broker settings a test may choose; `None` leaves the broker's default.
 #[derive(Debug, Clone, Default)]
 pub struct BrokerOptions {
+    /// `--node-id` (default 0).
+    pub node_id: Option<i32>,
+    /// `--voters`: the metadata quorum (default: this broker alone).
+    pub voters: Option<String>,
     /// `--num-partitions`: partitions of auto-created topics and of CreateTopics with -1.
     pub num_partitions: Option<u32>,
     /// `--auto-create-topics-enable`.
@@ -48,6 +52,7 @@ pub struct BrokerProcess {
     options: BrokerOptions,
     kafka_addr: SocketAddr,
     http_addr: SocketAddr,
+    internal_addr: SocketAddr,
     // Declared before `tmp` so that the process is gone before its directory is removed.
     child: Option<Child>,
     starts: u32,
@@ -92,11 +97,35 @@ impl BrokerProcess {
     pub fn new(options: BrokerOptions) -> Result<Self> {
         let bin = strom_bin()?;
         let tmp = tempfile::Builder::new().prefix("strom-e2e-").tempdir().context("create the broker's temp dir")?;
+        let [kafka_addr, http_addr, internal_addr] = free_local_addrs::<3>()?;
+        Self::with_addrs(bin, options, kafka_addr, http_addr, internal_addr, tmp)
+    }
+
+    /// A broker on the given addresses (a cluster picks every broker's addresses first, since
+    /// the voter list names them).
+    pub fn with_addrs(
+        bin: PathBuf,
+        options: BrokerOptions,
+        kafka_addr: SocketAddr,
+        http_addr: SocketAddr,
+        internal_addr: SocketAddr,
+        tmp: tempfile::TempDir,
+    ) -> Result<Self> {
         let data_dir = tmp.path().join("data");
         fs::create_dir_all(&data_dir).with_context(|| format!("create data dir {}", data_dir.display()))?;
         let log_path = tmp.path().join("strom.log");
-        let [kafka_addr, http_addr] = free_local_addrs::<2>()?;
-        Ok(Self { bin, options, kafka_addr, http_addr, child: None, starts: 0, data_dir, log_path, tmp: Some(tmp) })
+        Ok(Self {
+            bin,
+            options,
+            kafka_addr,
+            http_addr,
+            internal_addr,
+            child: None,
+            starts: 0,
+            data_dir,
+            log_path,
+            tmp: Some(tmp),
+        })
     }
 
     /// Sets the address Metadata advertises to clients; takes effect at the next start.
@@ -110,11 +139,13 @@ impl BrokerProcess {
         let mut args = vec![
             "serve".to_string(),
             "--node-id".into(),
-            "0".into(),
+            o.node_id.unwrap_or(0).to_string(),
             "--data-dir".into(),
             self.data_dir.display().to_string(),
             "--kafka-listen".into(),
             self.kafka_addr.to_string(),
+            "--internal-listen".into(),
+            self.internal_addr.to_string(),
             "--http-listen".into(),
             self.http_addr.to_string(),
         ];
@@ -124,6 +155,7 @@ impl BrokerProcess {
                 args.push(v);
             }
         };
+        flag("voters", o.voters.clone());
         flag("advertised-kafka", o.advertised_kafka.map(|a| a.to_string()));
         flag("num-partitions", o.num_partitions.map(|v| v.to_string()));
         flag("auto-create-topics-enable", o.auto_create_topics.map(|v| v.to_string()));
@@ -267,6 +299,16 @@ impl BrokerProcess {
 
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// The internal gRPC port (raft, controller calls).
+    pub fn internal_addr(&self) -> SocketAddr {
+        self.internal_addr
+    }
+
+    /// `--node-id`.
+    pub fn node_id(&self) -> i32 {
+        self.options.node_id.unwrap_or(0)
     }
 
     pub fn data_dir(&self) -> &Path {

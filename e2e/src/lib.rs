@@ -7,6 +7,9 @@
 //! Module map:
 //! - [`broker`]: [`broker::BrokerProcess`] — spawn `strom serve` with its own ports and data dir,
 //!   wait for `/readyz`, SIGKILL / SIGTERM / restart, a tiny HTTP client, RSS, log capture.
+//! - [`cluster`]: [`cluster::Cluster`] — several brokers forming one metadata quorum (voters
+//!   and learners), each broker's Metadata normalised for comparison, the agreed controller,
+//!   metrics, and a polling `wait_until`.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
@@ -22,6 +25,7 @@
 
 pub mod broker;
 pub mod clients;
+pub mod cluster;
 pub mod groups;
 pub mod proxy;
 pub mod segment;
