@@ -57,7 +57,7 @@ fn bench_append(c: &mut Criterion) {
                 for _ in 0..iters {
                     black_box(log.append(&mut bytes, 1, TimestampType::CreateTime, 0).expect("append"));
                     appended += 1;
-                    if appended % 4096 == 0 {
+                    if appended.is_multiple_of(4096) {
                         log.enforce_retention(0).expect("retention");
                     }
                 }

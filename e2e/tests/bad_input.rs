@@ -392,7 +392,7 @@ fn hostile_connections_in_parallel_do_not_disturb_a_producer() {
         let value = format!("under-attack-{sent}");
         clients::send_blocking(&producer, Record::with_opaque_to(ALIVE_TOPIC, sent).payload(&value)).expect("enqueue");
         sent += 1;
-        if sent % 100 == 0 {
+        if sent.is_multiple_of(100) {
             thread::sleep(Duration::from_millis(10));
         }
     }

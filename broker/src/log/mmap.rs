@@ -71,7 +71,7 @@ impl MappedFile {
 
     /// Whether the file held a whole number of entries when opened.
     pub(crate) fn opened_whole(&self) -> bool {
-        self.opened_len % self.entry_size as u64 == 0
+        self.opened_len.is_multiple_of(self.entry_size as u64)
     }
 
     /// The bytes of entry `i`; `i` must be below `entries()`.

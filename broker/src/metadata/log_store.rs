@@ -10,6 +10,9 @@
 //! Opening scans every segment, checks each frame's CRC, and cuts a torn or corrupt tail (the
 //! entries after it were never acknowledged as durable), as the partition log's recovery does.
 
+// openraft's StorageError is large, and the storage traits this file implements return it.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};

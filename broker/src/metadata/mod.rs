@@ -37,6 +37,9 @@ pub mod state_machine;
 pub mod topic_config;
 pub mod types;
 
+#[cfg(test)]
+mod storage_tests;
+
 use std::sync::Arc;
 
 use tokio::sync::watch;

@@ -5,6 +5,9 @@
 //! a peer that cannot be reached is `Unreachable` (openraft backs off), other transport
 //! errors are `Network`, and the peer's own raft error comes back as `RemoteError`.
 
+// openraft's RPC error types are large, and the trait methods this file implements return them.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -109,7 +109,7 @@ pub struct QuorumTuning {
 }
 
 /// The openraft configuration for these settings.
-pub fn raft_config(t: QuorumTuning) -> Result<Arc<openraft::Config>, openraft::ConfigError> {
+pub fn raft_config(t: QuorumTuning) -> Result<Arc<openraft::Config>, Box<openraft::ConfigError>> {
     let config = openraft::Config {
         cluster_name: "strom".to_string(),
         election_timeout_min: t.election_timeout_ms,
@@ -122,7 +122,7 @@ pub fn raft_config(t: QuorumTuning) -> Result<Arc<openraft::Config>, openraft::C
         snapshot_max_chunk_size: 1024 * 1024,
         ..Default::default()
     };
-    Ok(Arc::new(config.validate()?))
+    Ok(Arc::new(config.validate().map_err(Box::new)?))
 }
 
 #[cfg(test)]

@@ -52,12 +52,12 @@ pub enum MetadataError {
     OpenStateMachine {
         path: PathBuf,
         #[source]
-        source: StorageError,
+        source: Box<StorageError>,
     },
     #[error("metadata quorum settings")]
-    Config(#[source] openraft::ConfigError),
+    Config(#[source] Box<openraft::ConfigError>),
     #[error("starting raft")]
-    Raft(#[source] openraft::error::Fatal<u64>),
+    Raft(#[source] Box<openraft::error::Fatal<u64>>),
 }
 
 /// One broker's share of the quorum.
@@ -87,8 +87,10 @@ impl Metadata {
         let log_store =
             LogStore::open(&log_dir).map_err(|source| MetadataError::OpenLog { path: log_dir.clone(), source })?;
         let snapshot_dir = settings.dir.join("snapshots");
-        let state_machine = StateMachine::open(&snapshot_dir)
-            .map_err(|source| MetadataError::OpenStateMachine { path: snapshot_dir.clone(), source })?;
+        let state_machine = StateMachine::open(&snapshot_dir).map_err(|source| MetadataError::OpenStateMachine {
+            path: snapshot_dir.clone(),
+            source: Box::new(source),
+        })?;
         let image = state_machine.subscribe();
         let channels = Channels::default();
         let network = Network {
@@ -99,7 +101,7 @@ impl Metadata {
         let config = raft_config(settings.tuning).map_err(MetadataError::Config)?;
         let raft = Raft::new(node_id(settings.node_id), config, network, log_store.clone(), state_machine.clone())
             .await
-            .map_err(MetadataError::Raft)?;
+            .map_err(|e| MetadataError::Raft(Box::new(e)))?;
         let controller = Arc::new(Controller::new(
             raft.clone(),
             image.clone(),

@@ -7,6 +7,9 @@
 //! that installs one is exactly where the others are. On start the newest snapshot is loaded
 //! and openraft re-applies the committed entries after it.
 
+// openraft's StorageError is large, and the storage traits this file implements return it.
+#![allow(clippy::result_large_err)]
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
