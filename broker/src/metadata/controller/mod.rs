@@ -259,7 +259,12 @@ impl Controller {
             }
         }
         let now = Instant::now();
-        if let Some(left) = self.sessions.lock().held_by_other(r.id, r.incarnation, now) {
+        // The same internal address means the new process bound the port the old one served
+        // on: the old one is gone (a restart, or a rescheduled pod keeping its DNS name), so
+        // it need not wait for the old session to time out.
+        let same_address = self.image().broker(r.id).is_some_and(|b| b.internal_addr == r.internal_addr);
+        let held = if same_address { None } else { self.sessions.lock().held_by_other(r.id, r.incarnation, now) };
+        if let Some(left) = held {
             tracing::warn!(broker = r.id, incarnation = %r.incarnation, "registration refused: another live process holds this broker id");
             return fail(
                 ErrorKind::DuplicateBrokerRegistration,
