@@ -1,7 +1,7 @@
 //! Multi-broker clusters on one metadata quorum (issue 4): leaders spread over brokers with
-//! librdkafka routing to each; a whole-cluster restart keeps every topic, id and config; and
+//! librdkafka routing to each; a whole-cluster restart keeps every topic, id and config;
 //! learners (brokers that do not vote) serve the same metadata as the voters, whichever
-//! broker a change was sent to.
+//! broker a change was sent to; consumer groups find their coordinator among the brokers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -127,4 +127,36 @@ fn five_brokers_with_three_voters_and_two_learners_serve_the_same_metadata_which
     let view = cluster.wait_same_metadata(&all, SETTLE).expect("all five agree again");
     let names: BTreeSet<&str> = view.topics.keys().map(String::as_str).collect();
     assert_eq!(names, BTreeSet::from(["via-learner", "while-away"]));
+}
+
+#[test]
+fn a_consumer_group_on_three_brokers_finds_its_coordinator_and_commits_every_offset_there() {
+    use e2e::groups::fixtures::{high_watermarks, member, produce_tagged, wait_for_committed, wait_until_received};
+    use e2e::groups::{self, Assignor};
+    let cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
+    let bootstrap = cluster.bootstrap();
+    clients::create_topic(&bootstrap, "grouped", 6, &[]).expect("create");
+    let wanted = produce_tagged(&bootstrap, "grouped", "g", 6, 40);
+    let members = [
+        member(&bootstrap, "spread", "m-1", "grouped", Assignor::Range),
+        member(&bootstrap, "spread", "m-2", "grouped", Assignor::Range),
+    ];
+    wait_until_received(&[&members[0], &members[1]], &[], &wanted, "a group on three brokers");
+    wait_for_committed(&bootstrap, "spread", "grouped", &high_watermarks(&bootstrap, "grouped", 6));
+    // __consumer_offsets is spread over the brokers, and the group lives on one of them.
+    let view = cluster.wait_same_metadata(&[0, 1, 2], SETTLE).expect("agree");
+    let offsets = &view.topics["__consumer_offsets"];
+    let leaders: BTreeSet<i32> = offsets.partitions.iter().map(|p| p.leader).collect();
+    assert_eq!(leaders, BTreeSet::from([0, 1, 2]), "__consumer_offsets is led by every broker");
+    let described = clients::eventually(Duration::from_secs(30), || {
+        let d = groups::describe_group(&bootstrap, "spread")?;
+        anyhow::ensure!(d.state == "Stable" && d.members.len() == 2, "{d:?}");
+        Ok(d)
+    })
+    .expect("DescribeGroups reaches the coordinator");
+    println!(
+        "group described by its coordinator: {} members, protocol {}",
+        described.members.len(),
+        described.protocol
+    );
 }
