@@ -4,7 +4,8 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // compile_fds emits no rerun-if-changed lines for the .proto files themselves.
     println!("cargo:rerun-if-changed=strom");
-    let files = ["strom/raft/v1/raft.proto", "strom/controller/v1/controller.proto"];
+    let files =
+        ["strom/raft/v1/raft.proto", "strom/controller/v1/controller.proto", "strom/replication/v1/replication.proto"];
     let fds = protox::compile(files, ["."])?;
     tonic_prost_build::configure().bytes(".").compile_fds(fds)?;
     Ok(())

@@ -40,6 +40,21 @@ pub struct BrokerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker silent for this long is fenced. Default 9000.
     pub broker_session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: an in-sync follower that has not caught up for this long
+    /// leaves the ISR. Default 30000.
+    pub replica_lag_time_max_ms: u64,
+    /// `replica.fetch.wait.max.ms`: how long a leader holds a follower's fetch open waiting for
+    /// records. Default 500.
+    pub replica_fetch_wait_max_ms: u64,
+    /// `replica.fetch.response.max.bytes`: record bytes per follower fetch. Default 10 MiB.
+    pub replica_fetch_response_max_bytes: u64,
+    /// `auto.leader.rebalance.enable`: move leadership back to preferred replicas. Default true.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms. Default 300000.
+    pub leader_imbalance_check_interval_ms: u64,
+    /// `offsets.topic.replication.factor` (capped by the brokers registered when the topic is
+    /// created). Default 3.
+    pub offsets_topic_replication_factor: i16,
     /// Metadata log entries between snapshots. Default 5000.
     pub metadata_snapshot_interval_entries: u64,
     /// Metadata log entries kept below the last snapshot, for followers a little behind. Default 1000.
@@ -123,6 +138,12 @@ impl Default for BrokerConfig {
             controller_quorum_heartbeat_interval_ms: 250,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_response_max_bytes: 10 * 1024 * 1024,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_ms: 300_000,
+            offsets_topic_replication_factor: 3,
             metadata_snapshot_interval_entries: 5000,
             metadata_max_retained_entries: 1000,
             rack: None,
@@ -225,6 +246,18 @@ impl BrokerConfig {
         if self.broker_heartbeat_interval_ms == 0 || self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms
         {
             return fail("broker_heartbeat_interval_ms", "must be > 0 and below broker_session_timeout_ms");
+        }
+        if self.replica_lag_time_max_ms == 0 || self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms {
+            return fail("replica_fetch_wait_max_ms", "must be below replica_lag_time_max_ms, which must be > 0");
+        }
+        if self.replica_fetch_response_max_bytes < 1024 {
+            return fail("replica_fetch_response_max_bytes", "must be >= 1024");
+        }
+        if self.leader_imbalance_check_interval_ms == 0 {
+            return fail("leader_imbalance_check_interval_ms", "must be > 0");
+        }
+        if self.offsets_topic_replication_factor < 1 {
+            return fail("offsets_topic_replication_factor", "must be >= 1");
         }
         if self.metadata_snapshot_interval_entries == 0 {
             return fail("metadata_snapshot_interval_entries", "must be > 0");

@@ -14,8 +14,9 @@ use tokio::net::TcpListener;
 
 use crate::group::GroupCoordinator;
 use crate::metadata::runtime::Metadata;
-use crate::metrics::{MetadataStats, Metrics};
+use crate::metrics::{MetadataStats, Metrics, ReplicationStats};
 use crate::partition::ReplicaManager;
+use crate::replication::{IsrChanges, ReplicaFetchers};
 use crate::shutdown::Shutdown;
 
 /// What the HTTP handlers read.
@@ -25,6 +26,8 @@ pub struct HttpState {
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
     pub metadata: Metadata,
+    pub fetchers: Arc<ReplicaFetchers>,
+    pub isr_changes: Arc<IsrChanges>,
     pub ready: Arc<AtomicBool>,
 }
 
@@ -53,8 +56,30 @@ fn metadata_stats(m: &Metadata) -> MetadataStats {
     }
 }
 
+fn replication_stats(state: &HttpState) -> ReplicationStats {
+    use std::sync::atomic::Ordering::Relaxed;
+    let led: Vec<_> = state.replicas.all().into_iter().filter(|p| p.is_leader()).collect();
+    let under_replicated = led
+        .iter()
+        .filter(|p| {
+            let l = p.leadership();
+            l.isr.len() < l.replicas.len()
+        })
+        .count();
+    let max_follower_lag = led.iter().flat_map(|p| p.follower_lag()).map(|(_, lag)| lag).max().unwrap_or(0);
+    let image = state.metadata.state_machine.image();
+    ReplicationStats {
+        under_replicated,
+        offline: image.partitions().filter(|(_, _, p)| p.leader < 0 || !image.is_live(p.leader)).count(),
+        isr_shrinks: state.isr_changes.shrinks.load(Relaxed),
+        isr_expands: state.isr_changes.expands.load(Relaxed),
+        max_follower_lag,
+    }
+}
+
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     state.metrics.set_metadata(&metadata_stats(&state.metadata));
+    state.metrics.set_replication(&replication_stats(&state));
     let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }

@@ -1,5 +1,5 @@
 //! The internal port (`--internal-listen`, 9093 by default): gRPC between brokers — raft
-//! RPCs and controller calls.
+//! RPCs, controller calls, and followers' fetches from partition leaders.
 //!
 //! tonic logs a connection that is not HTTP/2 only at debug level, so each connection's first
 //! bytes are checked here first: anything that does not start with the HTTP/2 client preface
@@ -14,14 +14,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::metadata::runtime::Metadata;
+use crate::replication::ReplicationService;
 use crate::shutdown::Shutdown;
+use strom_proto::replication::replication_server::ReplicationServer;
 
 /// What every HTTP/2 connection starts with (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the internal port until `shutdown` fires.
-pub async fn run(listener: TcpListener, metadata: Metadata, mut shutdown: Shutdown) {
+pub async fn run(listener: TcpListener, metadata: Metadata, replication: ReplicationService, mut shutdown: Shutdown) {
     let (tx, rx) = mpsc::channel::<std::io::Result<TcpStream>>(64);
     let mut accept_shutdown = shutdown.clone();
     let accept = tokio::spawn(async move {
@@ -48,9 +50,11 @@ pub async fn run(listener: TcpListener, metadata: Metadata, mut shutdown: Shutdo
     });
     let incoming = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|s| (s, rx)) }).boxed();
     let (raft, controller) = metadata.services();
+    let replication = ReplicationServer::new(replication).max_encoding_message_size(256 << 20);
     let served = tonic::transport::Server::builder()
         .add_service(raft)
         .add_service(controller)
+        .add_service(replication)
         .serve_with_incoming_shutdown(incoming, async move { shutdown.wait().await })
         .await;
     if let Err(e) = served {

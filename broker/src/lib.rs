@@ -9,6 +9,8 @@
 //! - [`metadata`]: the cluster metadata — a replicated log on openraft whose state machine
 //!   (the image: brokers, topics, partitions with their leaders) every broker serves from; the
 //!   controller role of the raft leader; producer-id blocks. Under `<data>/metadata/`.
+//! - [`replication`]: followers fetching from leaders over the internal port, the leader's
+//!   side of it, and ISR changes through the controller.
 //! - [`group`]: the consumer-group coordinator and committed offsets in `__consumer_offsets`.
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
@@ -37,6 +39,7 @@ pub mod metrics;
 pub mod node;
 pub mod partition;
 pub mod publisher;
+pub mod replication;
 pub mod server;
 pub mod shutdown;
 pub mod time;

@@ -76,9 +76,14 @@ pub async fn run(
         loop {
             tokio::select! {
                 _ = shutdown.wait() => {
-                    let bye = client.heartbeat(id, broker_epoch, applied(), true, Duration::from_secs(3));
+                    // Controlled shutdown: the controller fences this broker and moves its
+                    // leaderships away; wait until this broker's image says so.
+                    let bye = client.heartbeat(id, broker_epoch, applied(), true, Duration::from_secs(5));
                     match bye.await {
-                        Ok(_) => tracing::info!(broker = id, "told the controller this broker is shutting down"),
+                        Ok((_, index)) => {
+                            let applied = client.wait_applied(index, Duration::from_secs(5)).await;
+                            tracing::info!(broker = id, applied = applied.is_ok(), "controlled shutdown: leaderships moved away");
+                        }
                         Err(e) => tracing::warn!(broker = id, error = %e, "could not tell the controller about the shutdown"),
                     }
                     return Ok(());

@@ -35,7 +35,29 @@ pub struct Metrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
     metadata: [Gauge; 8],
+    replication: [Gauge; 5],
 }
+
+/// Replication as this broker sees it, read at scrape time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplicationStats {
+    /// Partitions this broker leads whose ISR is smaller than their replica set.
+    pub under_replicated: usize,
+    /// Partitions without a leader, cluster-wide (from the metadata image).
+    pub offline: usize,
+    pub isr_shrinks: u64,
+    pub isr_expands: u64,
+    /// The largest number of offsets a follower is behind a partition this broker leads.
+    pub max_follower_lag: i64,
+}
+
+const REPLICATION_GAUGES: [(&str, &str); 5] = [
+    ("under_replicated_partitions", "Partitions led by this broker with fewer in-sync replicas than replicas"),
+    ("offline_partitions", "Partitions without a leader in the cluster"),
+    ("isr_shrinks_total", "ISR shrinks committed for partitions this broker leads"),
+    ("isr_expands_total", "ISR expansions committed for partitions this broker leads"),
+    ("follower_lag_max", "Largest lag, in offsets, of a follower behind a partition this broker leads"),
+];
 
 /// The metadata quorum as this broker sees it, read at scrape time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -99,6 +121,10 @@ impl Metrics {
         for ((name, help), gauge) in METADATA_GAUGES.iter().zip(&metadata) {
             registry.register(*name, *help, gauge.clone());
         }
+        let replication: [Gauge; 5] = Default::default();
+        for ((name, help), gauge) in REPLICATION_GAUGES.iter().zip(&replication) {
+            registry.register(*name, *help, gauge.clone());
+        }
         registry.register("kafka_requests", "Kafka requests handled, by API", requests.clone());
         registry.register(
             "kafka_request_errors",
@@ -138,6 +164,21 @@ impl Metrics {
             log_start_offset,
             log_size_bytes,
             metadata,
+            replication,
+        }
+    }
+
+    /// Sets the replication gauges (called at scrape time).
+    pub fn set_replication(&self, r: &ReplicationStats) {
+        let values = [
+            i64::try_from(r.under_replicated).unwrap_or(i64::MAX),
+            i64::try_from(r.offline).unwrap_or(i64::MAX),
+            i64::try_from(r.isr_shrinks).unwrap_or(i64::MAX),
+            i64::try_from(r.isr_expands).unwrap_or(i64::MAX),
+            r.max_follower_lag,
+        ];
+        for (gauge, v) in self.replication.iter().zip(values) {
+            gauge.set(v);
         }
     }
 

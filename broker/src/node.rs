@@ -17,6 +17,7 @@ use crate::metadata::types::broker_id;
 use crate::metadata::{Catalog, ProducerIdAllocator};
 use crate::metrics::Metrics;
 use crate::partition::{Partition, ReplicaManager};
+use crate::replication::{IsrChanges, ReplicaFetchers};
 
 /// How long a Kafka request waits for the controller to commit a metadata change (through
 /// an election if one is under way).
@@ -58,6 +59,10 @@ pub struct Node {
     pub metrics: Arc<Metrics>,
     pub groups: Arc<GroupCoordinator>,
     pub metadata: Metadata,
+    /// The fetch loops of the partitions this broker follows.
+    pub fetchers: Arc<ReplicaFetchers>,
+    /// ISR changes this broker made as a leader.
+    pub isr_changes: Arc<IsrChanges>,
     /// `/readyz`: registered, unfenced, and this broker's image applied.
     pub ready: Arc<AtomicBool>,
 }
@@ -105,10 +110,22 @@ impl Node {
         if self.catalog.get(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
+        // offsets.topic.replication.factor, capped by the brokers there are (a development
+        // cluster of one must still get its offsets topic).
+        let live = self.catalog.image().live_brokers().count();
+        let wanted = self.config.offsets_topic_replication_factor;
+        let replication_factor = wanted.min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
+        if replication_factor < wanted {
+            tracing::warn!(
+                wanted,
+                live,
+                "creating __consumer_offsets with fewer replicas than offsets.topic.replication.factor"
+            );
+        }
         let spec = TopicSpec {
             name: OFFSETS_TOPIC.to_string(),
             partitions: self.config.offsets_topic_num_partitions,
-            replication_factor: 1,
+            replication_factor,
             configs: BTreeMap::from([
                 ("cleanup.policy".to_string(), "compact".to_string()),
                 ("segment.bytes".to_string(), self.config.offsets_topic_segment_bytes.to_string()),

@@ -1,7 +1,8 @@
 //! The metadata publisher: makes this broker what each new metadata image says it is.
 //!
 //! For every image it opens the replicas assigned here (recovering their logs), gives each
-//! its leadership and leader epoch, applies changed topic configs, removes replicas of
+//! its leadership, leader epoch and ISR, points the fetch loops at the leaders of the
+//! partitions it follows, applies changed topic configs, removes replicas of
 //! deleted topics, loads the consumer groups of `__consumer_offsets` partitions it has come
 //! to lead (and drops those it no longer leads), records the cluster id in
 //! `meta.properties`, and decides `/readyz`: registered with the current epoch, unfenced, and
@@ -17,6 +18,7 @@ use crate::group::OFFSETS_TOPIC;
 use crate::metadata::{ClusterIdentity, MetadataImage};
 use crate::node::Node;
 use crate::partition::Leadership;
+use crate::replication::FollowTarget;
 use crate::shutdown::Shutdown;
 
 /// Applies `image` to this broker (after `previous`, if any). `epoch` is this broker's
@@ -42,8 +44,14 @@ pub fn apply(node: &Node, previous: Option<&MetadataImage>, image: &MetadataImag
         }
         match node.replicas.ensure_partition(topic, index) {
             Ok(replica) => {
-                let leadership =
-                    Leadership { is_leader: registered && reg.leader == me, leader_epoch: reg.leader_epoch };
+                let leadership = Leadership {
+                    is_leader: registered && reg.leader == me,
+                    leader_epoch: reg.leader_epoch,
+                    leader: reg.leader,
+                    replicas: reg.replicas.clone(),
+                    isr: reg.isr.clone(),
+                    partition_epoch: reg.partition_epoch,
+                };
                 if replica.is_leader() != leadership.is_leader {
                     tracing::info!(topic = %topic.name, partition = index, leader = leadership.is_leader, leader_epoch = leadership.leader_epoch, "leadership changed");
                 }
@@ -54,6 +62,15 @@ pub fn apply(node: &Node, previous: Option<&MetadataImage>, image: &MetadataImag
             }
         }
     }
+    // Follow the leader of every partition replicated here that another broker leads.
+    let mut follow = std::collections::BTreeMap::new();
+    for (topic, index, reg) in image.partitions() {
+        if reg.replicas.contains(&me) && reg.leader >= 0 && reg.leader != me {
+            let target = FollowTarget { leader: reg.leader, topic_id: topic.id, leader_epoch: reg.leader_epoch };
+            follow.insert((topic.name.clone(), index), target);
+        }
+    }
+    node.fetchers.set(follow);
     if let Some(previous) = previous {
         for topic in image.topics.values() {
             let changed =
@@ -83,14 +100,17 @@ fn is_ready(me: i32, image: &MetadataImage, epoch: Option<u64>) -> bool {
     image.broker(me).is_some_and(|b| b.epoch == epoch && !b.fenced)
 }
 
-/// Applies each new image until shutdown; `epoch` is this broker's registration.
+/// Applies each new image until `stopped` (after the controlled shutdown, so the image that
+/// moves this broker's leaderships away is still applied); not ready from `stopping` on.
+/// `epoch` is this broker's registration.
 pub async fn run(
     node: Arc<Node>,
     mut images: watch::Receiver<Arc<MetadataImage>>,
     mut epoch: watch::Receiver<Option<u64>>,
     mut identity: ClusterIdentity,
     mut applied: Arc<MetadataImage>,
-    mut shutdown: Shutdown,
+    stopping: Shutdown,
+    mut stopped: Shutdown,
 ) {
     let mut identity_ok = true;
     let mut applied_epoch = None;
@@ -114,15 +134,17 @@ pub async fn run(
                 }
             }
         }
-        let ready = identity_ok && !shutdown.is_triggered() && is_ready(node.id(), &image, current_epoch);
+        let ready = identity_ok && !stopping.is_triggered() && is_ready(node.id(), &image, current_epoch);
         if node.ready.swap(ready, Ordering::AcqRel) != ready {
             tracing::info!(ready, applied_index = image.applied_index, "readiness changed");
         }
+        let mut stopping_now = stopping.clone();
         tokio::select! {
-            _ = shutdown.wait() => {
+            _ = stopped.wait() => {
                 node.ready.store(false, Ordering::Release);
                 return;
             }
+            _ = stopping_now.wait(), if !stopping.is_triggered() => {}
             changed = images.changed() => if changed.is_err() { return },
             changed = epoch.changed() => if changed.is_err() { return },
         }

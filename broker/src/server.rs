@@ -30,9 +30,13 @@ use crate::metadata::{Catalog, ClusterIdentity, ProducerIdAllocator};
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::partition::ReplicaManager;
+use crate::replication::{FetcherConfig, IsrChanges, ReplicaFetchers, ReplicationService};
 use crate::shutdown::{self, Shutdown};
 use crate::time::now_ms;
 use crate::{internal, publisher};
+
+/// How often each replica's high watermark is checkpointed.
+const HIGH_WATERMARK_CHECKPOINT_MS: u64 = 5_000;
 
 /// Why the broker could not start (or had to stop).
 #[derive(Debug, thiserror::Error)]
@@ -131,18 +135,36 @@ pub async fn run(
             max_retained_entries: config.metadata_max_retained_entries,
         },
         session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+        preferred_leader_interval: config
+            .auto_leader_rebalance_enable
+            .then(|| Duration::from_millis(config.leader_imbalance_check_interval_ms)),
         dir: metadata_dir,
     })
     .await?;
-    let internal_task = tokio::spawn(internal::run(internal_listener, metadata.clone(), internal_shutdown));
+    let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
+    let (epoch_tx, epoch_rx) = watch::channel(None);
+    let replication = ReplicationService { replicas: replicas.clone(), image: metadata.image() };
+    let internal_task =
+        tokio::spawn(internal::run(internal_listener, metadata.clone(), replication, internal_shutdown));
     metadata.bootstrap().await;
     let controller_task = tokio::spawn(metadata.controller.clone().run(shutdown.clone()));
 
     let metrics = Arc::new(Metrics::new());
-    let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
     let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
     let ready = Arc::new(AtomicBool::new(false));
-    let (epoch_tx, epoch_rx) = watch::channel(None);
+    let fetchers = Arc::new(ReplicaFetchers::new(
+        FetcherConfig {
+            me,
+            max_wait: Duration::from_millis(config.replica_fetch_wait_max_ms),
+            max_bytes: i32::try_from(config.replica_fetch_response_max_bytes).unwrap_or(i32::MAX),
+        },
+        replicas.clone(),
+        metadata.channels.clone(),
+        metadata.image(),
+        epoch_rx.clone(),
+        shutdown.clone(),
+    ));
+    let isr_changes = Arc::new(IsrChanges::default());
     let node = Arc::new(Node {
         config: config.clone(),
         advertised_host,
@@ -153,9 +175,19 @@ pub async fn run(
         metrics: metrics.clone(),
         groups: groups.clone(),
         metadata: metadata.clone(),
+        fetchers: fetchers.clone(),
+        isr_changes: isr_changes.clone(),
         ready: ready.clone(),
     });
-    let http_state = HttpState { metrics, replicas: replicas.clone(), groups, metadata: metadata.clone(), ready };
+    let http_state = HttpState {
+        metrics,
+        replicas: replicas.clone(),
+        groups,
+        metadata: metadata.clone(),
+        fetchers,
+        isr_changes: isr_changes.clone(),
+        ready,
+    };
     let http_task = tokio::spawn(http::run(http_listener, http_state, shutdown.clone()));
 
     // Recover what the local image assigns here before anything is served from it.
@@ -182,8 +214,17 @@ pub async fn run(
         recovery_ms = started.elapsed().as_millis() as u64,
         "strom broker started; registering with the controller"
     );
-    let publisher_task =
-        tokio::spawn(publisher::run(node.clone(), metadata.image(), epoch_rx, identity, image, shutdown.clone()));
+    // Serving stops only after the controlled shutdown: leadership moves first.
+    let (stop_serving, serving) = shutdown::channel();
+    let publisher_task = tokio::spawn(publisher::run(
+        node.clone(),
+        metadata.image(),
+        epoch_rx.clone(),
+        identity,
+        image,
+        shutdown.clone(),
+        serving.clone(),
+    ));
     let registration = Registration {
         id: me,
         incarnation: Uuid::new_v4(),
@@ -208,6 +249,46 @@ pub async fn run(
         })
     };
 
+    let controlled_shutdown = {
+        let (mut shutdown, node) = (shutdown.clone(), node.clone());
+        tokio::spawn(async move {
+            shutdown.wait().await;
+            let result = match tokio::time::timeout(Duration::from_secs(15), lifecycle_task).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(join)) => {
+                    tracing::error!(error = %join, "lifecycle task failed");
+                    Ok(())
+                }
+                Err(_) => {
+                    tracing::warn!("the controller did not hear of the shutdown in time");
+                    Ok(())
+                }
+            };
+            // Wait (briefly) until this broker's image shows its leaderships gone.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while node.replicas.all().iter().any(|p| p.is_leader()) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop_serving.trigger();
+            result
+        })
+    };
+    let isr_task = tokio::spawn(crate::replication::isr::run(
+        replicas.clone(),
+        metadata.client.clone(),
+        me,
+        epoch_rx,
+        Duration::from_millis(config.replica_lag_time_max_ms),
+        isr_changes,
+        shutdown.clone(),
+    ));
+    let checkpoint_task = tokio::spawn(every_blocking(
+        "high-watermark checkpoint",
+        HIGH_WATERMARK_CHECKPOINT_MS,
+        replicas.clone(),
+        |r: &ReplicaManager, _| r.checkpoint_high_watermarks(),
+        shutdown.clone(),
+    ));
     let retention_task = tokio::spawn(every_blocking(
         "retention",
         config.log_retention_check_interval_ms,
@@ -223,23 +304,15 @@ pub async fn run(
         ReplicaManager::compact_all,
         shutdown.clone(),
     ));
-    listener::run(kafka_listener, node.clone(), shutdown.clone()).await;
+    listener::run(kafka_listener, node.clone(), serving).await;
 
     tracing::info!("shutting down");
     retention_task.abort();
     group_task.abort();
     cleaner_task.abort();
-    let lifecycle = match tokio::time::timeout(Duration::from_secs(10), lifecycle_task).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(join)) => {
-            tracing::error!(error = %join, "lifecycle task failed");
-            Ok(())
-        }
-        Err(_) => {
-            tracing::warn!("the controller did not hear of the shutdown in time");
-            Ok(())
-        }
-    };
+    isr_task.abort();
+    checkpoint_task.abort();
+    let lifecycle = controlled_shutdown.await.unwrap_or(Ok(()));
     let _ = publisher_task.await;
     let _ = controller_task.await;
     tracing::info!("flushing partitions");

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::{free_local_addrs, strom_bin, BrokerOptions, BrokerProcess, READY_TIMEOUT};
+use crate::proxy::TcpProxy;
 use crate::wire;
 
 /// The shape of a cluster to start.
@@ -30,6 +31,9 @@ pub struct ClusterSpec {
     pub racks: Vec<Option<String>>,
     /// Flags every broker gets.
     pub extra_args: Vec<String>,
+    /// Brokers (learners) whose internal port the others reach through a [`TcpProxy`], so a
+    /// test can partition them off (`Cluster::proxies`).
+    pub proxied: Vec<i32>,
 }
 
 impl ClusterSpec {
@@ -40,6 +44,7 @@ impl ClusterSpec {
             voters,
             racks: Vec::new(),
             extra_args: FAST_SESSIONS.iter().map(|s| s.to_string()).collect(),
+            proxied: Vec::new(),
         }
     }
 
@@ -65,6 +70,8 @@ pub const FAST_SESSIONS: &[&str] = &[
 pub struct Cluster {
     pub brokers: Vec<BrokerProcess>,
     pub voters: String,
+    /// The proxies in front of the internal ports of `ClusterSpec::proxied` brokers.
+    pub proxies: BTreeMap<i32, TcpProxy>,
 }
 
 /// One partition as a broker's Metadata describes it.
@@ -133,10 +140,20 @@ impl Cluster {
             .collect();
         let voters = voters.join(",");
         let mut brokers = Vec::new();
+        let mut proxies = BTreeMap::new();
         for (id, [kafka, http, internal]) in addrs.into_iter().enumerate() {
             let mut extra_args = spec.extra_args.clone();
             if let Some(Some(rack)) = spec.racks.get(id) {
                 extra_args.extend(["--rack".to_string(), rack.clone()]);
+            }
+            let node = i32::try_from(id).context("broker id")?;
+            if spec.proxied.contains(&node) {
+                if id < spec.voters {
+                    bail!("broker {id} is a voter: its address is in --voters, so it cannot be proxied");
+                }
+                let proxy = TcpProxy::start(internal)?;
+                extra_args.extend(["--advertised-internal".to_string(), proxy.addr().to_string()]);
+                proxies.insert(node, proxy);
             }
             let options = BrokerOptions {
                 node_id: Some(i32::try_from(id).context("broker id")?),
@@ -152,7 +169,7 @@ impl Cluster {
             broker.spawn()?;
             brokers.push(broker);
         }
-        Ok(Cluster { brokers, voters })
+        Ok(Cluster { brokers, voters, proxies })
     }
 
     /// Waits until every running broker answers `/readyz`.
@@ -235,12 +252,60 @@ impl Cluster {
         })
     }
 
+    /// Partition `partition` of `topic` as the first running broker of `via` describes it.
+    pub fn partition_of(&self, via: &[i32], topic: &str, partition: usize) -> Result<PartitionView> {
+        let mut last = None;
+        for id in via {
+            match self.metadata_of(*id) {
+                Ok(view) => {
+                    let t = view.topics.get(topic).ok_or_else(|| anyhow!("broker {id} has no topic {topic}"))?;
+                    return t
+                        .partitions
+                        .get(partition)
+                        .cloned()
+                        .ok_or_else(|| anyhow!("{topic} has no partition {partition}"));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow!("no broker to ask")))
+    }
+
+    /// Waits until every partition of `topic` has a live leader and all `replication_factor`
+    /// replicas in sync, as `via` sees it.
+    pub fn wait_fully_replicated(
+        &self,
+        via: &[i32],
+        topic: &str,
+        replication_factor: usize,
+        timeout: Duration,
+    ) -> Result<MetadataView> {
+        wait_until(timeout, || {
+            let view = self.metadata_of(via[0])?;
+            let t = view.topics.get(topic).ok_or_else(|| anyhow!("no topic {topic}"))?;
+            for (i, p) in t.partitions.iter().enumerate() {
+                anyhow::ensure!(
+                    p.leader >= 0 && view.brokers.contains_key(&p.leader),
+                    "{topic}-{i} has no live leader: {p:?}"
+                );
+                anyhow::ensure!(p.isr.len() == replication_factor, "{topic}-{i} ISR {:?}", p.isr);
+            }
+            Ok(view)
+        })
+    }
+
     /// The value of a Prometheus gauge or counter (without labels) on broker `id`.
     pub fn metric(&self, id: i32, name: &str) -> Result<f64> {
         let b = &self.brokers[usize::try_from(id).context("broker id")?];
         let body = b.http_get("/metrics")?.body;
         metric_value(&body, name).ok_or_else(|| anyhow!("no metric {name} on broker {id}"))
     }
+}
+
+/// The value of a metric with exactly these labels (e.g. `topic="t",partition="0"`).
+pub fn labelled_metric_value(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
 }
 
 /// The value of an unlabelled metric in a Prometheus text exposition.

@@ -19,6 +19,9 @@
 //!   assignment, DescribeGroups / ListGroups / OffsetFetch; [`groups::raw`], a hand-driven
 //!   member over raw frames for bad-input tests; [`groups::fixtures`], what the group test
 //!   files share.
+//! - [`workload`]: [`workload::Writer`], an idempotent acks=all producer writing unique
+//!   values while a test injects faults, and the check that every acknowledged record is read
+//!   exactly once, at its offset, in send order.
 //! - [`wire`]: raw Kafka framing for the hostile-input tests (encode a request, read one response).
 //! - [`segment`]: parse record-batch headers straight out of a partition's `.log` file, so crash
 //!   tests can compute what recovery must keep without trusting the broker.
@@ -30,3 +33,4 @@ pub mod groups;
 pub mod proxy;
 pub mod segment;
 pub mod wire;
+pub mod workload;

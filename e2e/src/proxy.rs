@@ -1,6 +1,7 @@
-//! A user-space TCP proxy on `127.0.0.1:0` that forwards to one target (a broker's Kafka port)
-//! and can drop every live connection — once with [`TcpProxy::cut_all`], or every N ms with
-//! [`TcpProxy::start_cutting`].
+//! A user-space TCP proxy on `127.0.0.1:0` that forwards to one target (a broker's Kafka or
+//! internal port) and can drop every live connection — once with [`TcpProxy::cut_all`], or
+//! every N ms with [`TcpProxy::start_cutting`] — or partition the target off the network for a
+//! while ([`TcpProxy::partition`], [`TcpProxy::heal`]).
 //!
 //! Cutting a connection in the middle of a pipelined exchange loses requests and responses in
 //! flight, which is exactly what makes a client retry: the broker then has to recognise the
@@ -42,6 +43,8 @@ struct Cutter {
 struct Shared {
     target: SocketAddr,
     stopping: AtomicBool,
+    /// While set, new connections are closed at once (a network partition).
+    refusing: AtomicBool,
     next_id: AtomicU64,
     accepted: AtomicU64,
     cut: AtomicU64,
@@ -74,6 +77,7 @@ impl TcpProxy {
         let shared = Arc::new(Shared {
             target,
             stopping: AtomicBool::new(false),
+            refusing: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             cut: AtomicU64::new(0),
@@ -97,6 +101,18 @@ impl TcpProxy {
     /// Drops every live connection (both sides); returns how many were cut.
     pub fn cut_all(&self) -> usize {
         self.shared.cut_all()
+    }
+
+    /// A network partition: cuts every live connection (what was in flight is lost) and
+    /// closes new ones at once, until [`Self::heal`].
+    pub fn partition(&self) -> usize {
+        self.shared.refusing.store(true, Ordering::SeqCst);
+        self.shared.cut_all()
+    }
+
+    /// Ends [`Self::partition`]: new connections are forwarded again.
+    pub fn heal(&self) {
+        self.shared.refusing.store(false, Ordering::SeqCst);
     }
 
     /// Cuts every live connection every `every` until [`Self::stop_cutting`] or drop.
@@ -169,6 +185,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             thread::sleep(Duration::from_millis(10));
             continue;
         };
+        if shared.refusing.load(Ordering::SeqCst) {
+            let _ = client.shutdown(Shutdown::Both);
+            continue;
+        }
         let Ok(upstream) = TcpStream::connect_timeout(&shared.target, Duration::from_secs(2)) else {
             // The broker is down: the client sees a closed connection, as it would without us.
             continue;

@@ -3,7 +3,8 @@
 //!
 //! - [`raft`]: `strom.raft.v1`, the metadata quorum's raft RPCs between brokers.
 //! - [`controller`]: `strom.controller.v1`, broker-to-controller calls (registration,
-//!   heartbeats, topic writes, producer-id blocks, quorum description).
+//!   heartbeats, topic writes, producer-id blocks, ISR changes, quorum description).
+//! - [`replication`]: `strom.replication.v1`, followers fetching from partition leaders.
 
 /// `strom.raft.v1`.
 #[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
@@ -15,4 +16,10 @@ pub mod raft {
 #[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
 pub mod controller {
     tonic::include_proto!("strom.controller.v1");
+}
+
+/// `strom.replication.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
+pub mod replication {
+    tonic::include_proto!("strom.replication.v1");
 }

@@ -49,6 +49,24 @@ pub struct ServeArgs {
     /// broker.session.timeout.ms: a broker silent this long is fenced.
     #[arg(long, env = "STROM_BROKER_SESSION_TIMEOUT_MS")]
     pub broker_session_timeout_ms: Option<u64>,
+    /// replica.lag.time.max.ms.
+    #[arg(long, env = "STROM_REPLICA_LAG_TIME_MAX_MS")]
+    pub replica_lag_time_max_ms: Option<u64>,
+    /// replica.fetch.wait.max.ms.
+    #[arg(long, env = "STROM_REPLICA_FETCH_WAIT_MAX_MS")]
+    pub replica_fetch_wait_max_ms: Option<u64>,
+    /// replica.fetch.response.max.bytes.
+    #[arg(long, env = "STROM_REPLICA_FETCH_RESPONSE_MAX_BYTES")]
+    pub replica_fetch_response_max_bytes: Option<u64>,
+    /// auto.leader.rebalance.enable (true|false).
+    #[arg(long, env = "STROM_AUTO_LEADER_REBALANCE_ENABLE")]
+    pub auto_leader_rebalance_enable: Option<bool>,
+    /// leader.imbalance.check.interval.seconds, in ms.
+    #[arg(long, env = "STROM_LEADER_IMBALANCE_CHECK_INTERVAL_MS")]
+    pub leader_imbalance_check_interval_ms: Option<u64>,
+    /// offsets.topic.replication.factor.
+    #[arg(long, env = "STROM_OFFSETS_TOPIC_REPLICATION_FACTOR")]
+    pub offsets_topic_replication_factor: Option<i16>,
     /// Metadata log entries between snapshots.
     #[arg(long, env = "STROM_METADATA_SNAPSHOT_INTERVAL_ENTRIES")]
     pub metadata_snapshot_interval_entries: Option<u64>,
@@ -160,6 +178,12 @@ impl ServeArgs {
             broker_session_timeout_ms,
             metadata_snapshot_interval_entries,
             metadata_max_retained_entries,
+            replica_lag_time_max_ms,
+            replica_fetch_wait_max_ms,
+            replica_fetch_response_max_bytes,
+            auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_ms,
+            offsets_topic_replication_factor,
             num_partitions,
             default_replication_factor,
             auto_create_topics_enable,

@@ -129,6 +129,21 @@ impl GroupCoordinator {
         }
     }
 
+    /// Waits until every in-sync replica of `group`'s offsets partition has all it holds
+    /// (what this coordinator just wrote included).
+    pub async fn wait_replicated(&self, group: &str, timeout: Duration) -> Result<(), GroupError> {
+        let Some(partition) = self.replicas.leader(OFFSETS_TOPIC, self.partition_of(group)) else {
+            return Err(GroupError::NotCoordinator);
+        };
+        let last = partition.log_end_offset() - 1;
+        let min_insync = partition.config().min_insync_replicas;
+        partition.wait_for_replication(last, min_insync, timeout).await.map_err(|e| match e {
+            crate::partition::PartitionError::NotLeader { .. } => GroupError::NotCoordinator,
+            crate::partition::PartitionError::ReplicationTimeout { .. } => GroupError::ReplicationTimeout,
+            other => GroupError::Storage(other.to_string()),
+        })
+    }
+
     /// Appends records for `group` to its `__consumer_offsets` partition.
     pub(super) fn persist(&self, group: &str, records: &[(Bytes, Option<Bytes>)]) -> Result<(), GroupError> {
         let partition = self

@@ -34,4 +34,6 @@ pub enum GroupError {
     UnknownTopicOrPartition,
     #[error("writing to __consumer_offsets failed: {0}")]
     Storage(String),
+    #[error("the offsets partition's in-sync replicas did not confirm the write in time")]
+    ReplicationTimeout,
 }

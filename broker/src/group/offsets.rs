@@ -231,7 +231,9 @@ impl GroupCoordinator {
         let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
         let mut offset = partition.log_start_offset();
         loop {
-            let read = match partition.read(offset, 8 * 1024 * 1024, true) {
+            // A new leader loads everything it has, not only what its high watermark covers
+            // yet: its log is the partition's history from now on.
+            let read = match partition.read_up_to(offset, 8 * 1024 * 1024, true, Some(partition.log_end_offset())) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(partition = p, offset, error = %e, "reading __consumer_offsets failed");

@@ -27,7 +27,7 @@ fn setup(dir: &std::path::Path, retention_ms: i64) -> GroupCoordinator {
     };
     for p in 0..3 {
         let replica = replicas.ensure_partition(&topic, p).expect("offsets partition");
-        replica.set_leadership(Leadership { is_leader: true, leader_epoch: 0 });
+        replica.set_leadership(Leadership::sole_leader(0, 0));
     }
     let config = GroupConfig {
         offsets_topic_partitions: 3,

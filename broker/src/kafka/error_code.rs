@@ -29,6 +29,8 @@ pub fn partition(e: &PartitionError) -> i16 {
             ResponseError::OutOfOrderSequenceNumber
         }
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        PartitionError::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
+        PartitionError::ReplicationTimeout { .. } => ResponseError::RequestTimedOut,
         PartitionError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
         PartitionError::Log { source: LogError::OffsetOutOfRange { .. }, .. } => ResponseError::OffsetOutOfRange,
         PartitionError::Log { .. } | PartitionError::Io { .. } => ResponseError::KafkaStorageError,
@@ -58,6 +60,8 @@ pub fn controller(e: &ClientError) -> i16 {
             ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
             ErrorKind::NotController => ResponseError::NotController,
             ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
+            ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+            ErrorKind::InvalidUpdateVersion | ErrorKind::IneligibleReplica => ResponseError::InvalidRequest,
             ErrorKind::None
             | ErrorKind::DuplicateBrokerRegistration
             | ErrorKind::StaleBrokerEpoch
@@ -105,6 +109,7 @@ pub fn group(e: &GroupError) -> i16 {
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         GroupError::Storage(_) => ResponseError::UnknownServerError,
+        GroupError::ReplicationTimeout => ResponseError::RequestTimedOut,
     };
     code.code()
 }

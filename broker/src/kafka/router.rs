@@ -164,7 +164,7 @@ async fn dispatch(
             encode(key, version, c, &handlers::leave_group::handle(node, req!(LeaveGroupRequest), version))
         }
         ApiKey::OffsetCommit => {
-            encode(key, version, c, &handlers::offset_commit::handle(node, req!(OffsetCommitRequest), version))
+            encode(key, version, c, &handlers::offset_commit::handle(node, req!(OffsetCommitRequest), version).await)
         }
         ApiKey::OffsetFetch => {
             encode(key, version, c, &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version))

@@ -21,6 +21,8 @@ pub enum LogError {
     InvalidBatch(#[from] BatchError),
     #[error("append carried no record batches")]
     EmptyAppend,
+    #[error("replicated batch starts at offset {found}, but the log ends at {expected}")]
+    NonContiguousAppend { expected: i64, found: i64 },
     /// Appending with an older epoch would leave batches that recovery must treat as corrupt
     /// (leader epochs never decrease along a log).
     #[error("leader epoch {epoch} is older than the log's latest leader epoch {latest}")]

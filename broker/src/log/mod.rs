@@ -11,6 +11,7 @@
 //! - `open.rs`: `Log::open` — loading segments, deciding what to recover, leftover files.
 //! - `read.rs`: fetch reads, timestamp lookups, header scans.
 //! - `retention.rs`: DeleteRecords and time/size retention.
+//! - `replica.rs`: a follower's appends of the leader's batches, and truncation.
 //! - `compaction.rs`: [`Log::compact`] — which segments a pass cleans, which records survive,
 //!   the cleaner checkpoint; `cleaner.rs`: rewriting one segment and swapping it in.
 //! - `records.rs`: the records inside a batch, parsed from the raw bytes
@@ -41,6 +42,7 @@ mod open;
 mod read;
 pub mod records;
 mod recovery;
+mod replica;
 mod retention;
 mod segment;
 mod time_index;

@@ -169,7 +169,12 @@ impl Segment {
 
     /// Start of the first batch at or after `from` that reaches `max_offset` (its last offset
     /// is >= it), or the end of the segment.
-    fn first_batch_reaching(&self, max_offset: i64, from: u64, window: &mut FileWindow<'_>) -> Result<u64, LogError> {
+    pub(crate) fn first_batch_reaching(
+        &self,
+        max_offset: i64,
+        from: u64,
+        window: &mut FileWindow<'_>,
+    ) -> Result<u64, LogError> {
         let mut position = self.index.lookup(max_offset).1.max(from);
         while position < self.size() {
             let header = window.header_at(position)?;

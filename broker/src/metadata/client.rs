@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use strom_proto::controller::controller_client::ControllerClient as Grpc;
 use strom_proto::controller::{
-    AllocateProducerIdsRequest, AlterTopicConfigsRequest, BrokerHeartbeatRequest, CreatePartitionsRequest,
-    CreateTopicRequest, DeleteTopicRequest, ErrorCode, Outcome, RegisterBrokerRequest, Replicas,
+    AllocateProducerIdsRequest, AlterPartitionRequest, AlterTopicConfigsRequest, BrokerHeartbeatRequest,
+    CreatePartitionsRequest, CreateTopicRequest, DeleteTopicRequest, ErrorCode, Outcome, RegisterBrokerRequest,
+    Replicas,
 };
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -175,7 +176,8 @@ impl ControllerClient {
         Ok(epoch)
     }
 
-    /// Heartbeats; returns whether the controller sees this broker fenced.
+    /// Heartbeats; returns whether the controller sees this broker fenced, and the log index
+    /// of what it decided (a shutdown's fencing: wait for it with [`Self::wait_applied`]).
     pub async fn heartbeat(
         &self,
         id: i32,
@@ -183,14 +185,14 @@ impl ControllerClient {
         applied_index: u64,
         want_shutdown: bool,
         timeout: Duration,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<(bool, u64), ClientError> {
         let req = BrokerHeartbeatRequest { broker_id: id, broker_epoch: epoch, applied_index, want_shutdown };
-        let (fenced, _) = self
+        let (fenced, outcome) = self
             .call("BrokerHeartbeat", timeout, |mut c| async move {
                 c.broker_heartbeat(req).await.map(|r| r.map(|r| (r.fenced, r.outcome)))
             })
             .await?;
-        Ok(fenced)
+        Ok((fenced, outcome.committed_index))
     }
 
     pub async fn create_topic(&self, spec: &TopicSpec, timeout: Duration) -> Result<CreatedTopic, ClientError> {
@@ -266,6 +268,29 @@ impl ControllerClient {
         self.write("AlterTopicConfigs", timeout, |mut c| {
             let req = req.clone();
             async move { c.alter_topic_configs(req).await.map(|r| r.map(|r| ((), r.outcome))) }
+        })
+        .await
+    }
+
+    /// AlterPartition: asks for an ISR change; returns the ISR and partition epoch committed.
+    /// Waits until this broker's image has it, so the change is in effect when it returns.
+    pub async fn alter_partition(
+        &self,
+        a: &super::controller::AlterPartition,
+        timeout: Duration,
+    ) -> Result<(Vec<i32>, i32), ClientError> {
+        let req = AlterPartitionRequest {
+            broker_id: a.broker,
+            broker_epoch: a.broker_epoch,
+            topic_id: a.topic_id.to_string(),
+            partition: a.partition,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+            new_isr: a.new_isr.clone(),
+        };
+        self.write("AlterPartition", timeout, |mut c| {
+            let req = req.clone();
+            async move { c.alter_partition(req).await.map(|r| r.map(|r| ((r.isr, r.partition_epoch), r.outcome))) }
         })
         .await
     }

@@ -85,6 +85,12 @@ pub enum MetadataCommand {
         broker_epoch: u64,
         count: i32,
     },
+    /// Leader or ISR changes: an ISR shrink or expand a leader asked for (AlterPartition),
+    /// or preferred-leader elections. Each change applies only at its expected partition epoch.
+    ChangePartitions {
+        reason: String,
+        changes: Vec<PartitionChange>,
+    },
 }
 
 /// Why a command changed nothing. The controller validates before proposing, so these are

@@ -186,6 +186,10 @@ impl MetadataImage {
                 self.topic_mut(*id)?.configs = configs.clone();
                 Ok(CommandResult::Done)
             }
+            MetadataCommand::ChangePartitions { changes, .. } => {
+                self.apply_changes(changes);
+                Ok(CommandResult::Done)
+            }
             MetadataCommand::AllocateProducerIds { broker_id, broker_epoch, count } => {
                 self.current_broker(*broker_id, *broker_epoch)?;
                 if *count <= 0 {

@@ -35,6 +35,9 @@ pub struct MetadataSettings {
     pub tuning: QuorumTuning,
     /// `broker.session.timeout.ms`.
     pub session_timeout: Duration,
+    /// How often the active controller moves leadership back to preferred replicas (None:
+    /// never, `auto.leader.rebalance.enable=false`).
+    pub preferred_leader_interval: Option<Duration>,
     /// `<data>/metadata`.
     pub dir: PathBuf,
 }
@@ -109,6 +112,7 @@ impl Metadata {
                 me: settings.node_id,
                 voters: settings.voters.clone(),
                 session_timeout: settings.session_timeout,
+                preferred_leader_interval: settings.preferred_leader_interval,
             },
         ));
         let client = ControllerClient::new(settings.voters.clone(), channels.clone(), raft.metrics(), image);

@@ -33,6 +33,12 @@ pub enum PartitionError {
     NotLeader { topic: String, partition: i32 },
     #[error("{topic}-{partition}: {isr} in-sync replicas, fewer than min.insync.replicas {min}")]
     NotEnoughReplicas { topic: String, partition: i32, isr: i32, min: i32 },
+    #[error(
+        "{topic}-{partition}: appended, but only {isr} in-sync replicas remain, fewer than min.insync.replicas {min}"
+    )]
+    NotEnoughReplicasAfterAppend { topic: String, partition: i32, isr: i32, min: i32 },
+    #[error("{topic}-{partition}: the in-sync replicas did not all have the records within {waited_ms} ms")]
+    ReplicationTimeout { topic: String, partition: i32, waited_ms: u64 },
     #[error("{topic}-{partition}: log")]
     Log {
         topic: String,

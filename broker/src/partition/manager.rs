@@ -87,7 +87,7 @@ impl ReplicaManager {
                 })?;
             }
         }
-        let opened = Arc::new(Partition::open(&dir, &topic.name, index, topic.id, config)?);
+        let opened = Arc::new(Partition::open(&dir, &topic.name, index, topic.id, self.broker.node_id, config)?);
         self.topics.write().entry(topic.name.clone()).or_default().insert(index, opened.clone());
         Ok(opened)
     }
@@ -161,6 +161,13 @@ impl ReplicaManager {
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "compaction failed"),
             }
+        }
+    }
+
+    /// Writes every replica's high watermark to its checkpoint (those that moved).
+    pub fn checkpoint_high_watermarks(&self) {
+        for p in self.all() {
+            p.checkpoint_high_watermark();
         }
     }
 

@@ -1,17 +1,26 @@
 //! One partition replica on this broker, and the manager of all of them.
 //!
 //! - [`Partition`] (this file): the log plus idempotent-producer state under one lock, the high
-//!   watermark published on a `watch` channel (waiting fetches are woken by the append that
-//!   brings them data), produce-side validation of incoming batches.
+//!   watermark published on a `watch` channel (waiting fetches are woken by the change that
+//!   brings them data), produce-side validation of incoming batches, client reads.
+//! - [`replication`]: the replica's part in replication — leadership changes, serving
+//!   followers' fetches (divergence by leader epoch, follower tracking, the high watermark),
+//!   a follower's appends and truncation, ISR change proposals, waiting for acks=all.
+//! - [`followers`]: the leader's view of its followers and the pure ISR / high-watermark rules.
+//! - [`leader_epochs`]: the leader-epoch cache (`leader-epoch-checkpoint`).
 //! - [`producer_state`]: the pure de-duplication rules for idempotent producers.
 //! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
 //!   deletion and the retention task.
 //! - [`error`]: the partition error type, [`PartitionError`].
 
 pub mod error;
+pub mod followers;
+pub mod leader_epochs;
 pub mod manager;
 pub mod producer_state;
+pub mod replication;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,11 +33,15 @@ use crate::log::{self, BatchHeader, FileSlice, Log, LogError, TimestampType};
 use crate::metadata::topic_config::TopicConfig;
 
 pub use error::PartitionError;
+use followers::FollowerState;
+use leader_epochs::LeaderEpochCache;
 pub use manager::ReplicaManager;
 use producer_state::{ProducerBatch, ProducerStateTable, SequenceCheck};
 
 /// Name of the file holding the topic id of a partition directory (as in Kafka).
 const PARTITION_METADATA: &str = "partition.metadata";
+/// This replica's last checkpointed high watermark (a lower bound of what is committed).
+const HIGH_WATERMARK_FILE: &str = "high-watermark-checkpoint";
 
 /// The outcome of a produce to this partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +67,53 @@ pub struct FetchRead {
 struct State {
     log: Log,
     producers: ProducerStateTable,
+    epochs: LeaderEpochCache,
+    /// The leader's view of each follower (empty unless this replica leads).
+    followers: HashMap<i32, FollowerState>,
+    /// The log end offset when this replica became leader: where its leader epoch starts.
+    epoch_start_offset: i64,
+    /// The high watermark last written to the checkpoint file.
+    checkpointed_high_watermark: i64,
 }
 
-/// Whether this replica leads its partition, and in which leader epoch (from the metadata
-/// image; the publisher keeps it current).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// This replica's role in its partition, from the metadata image (the publisher keeps it
+/// current).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leadership {
+    /// Whether this broker leads the partition (and may serve and append).
     pub is_leader: bool,
     pub leader_epoch: i32,
+    /// The leading broker, -1 when none.
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub partition_epoch: i32,
+}
+
+impl Leadership {
+    /// The only replica, leading (single-broker setups and tests).
+    pub fn sole_leader(broker: i32, leader_epoch: i32) -> Leadership {
+        Leadership {
+            is_leader: true,
+            leader_epoch,
+            leader: broker,
+            replicas: vec![broker],
+            isr: vec![broker],
+            partition_epoch: 0,
+        }
+    }
+
+    /// Not serving: the state of a replica before the metadata says what it is.
+    pub fn none() -> Leadership {
+        Leadership {
+            is_leader: false,
+            leader_epoch: -1,
+            leader: -1,
+            replicas: vec![],
+            isr: vec![],
+            partition_epoch: -1,
+        }
+    }
 }
 
 /// A partition replica on this broker.
@@ -70,11 +122,17 @@ pub struct Partition {
     pub index: i32,
     pub topic_id: Uuid,
     pub dir: PathBuf,
+    /// This broker's id.
+    pub broker: i32,
+    /// Read under `state`'s lock where both are needed (lock order: state, then leadership).
     leadership: RwLock<Leadership>,
     state: Mutex<State>,
     config: RwLock<Arc<TopicConfig>>,
-    /// The high watermark; every change wakes the fetches waiting on this partition.
+    /// The high watermark; every change wakes the fetches waiting on this partition (and,
+    /// with a leadership change, acks=all produces waiting for replication).
     high_watermark: watch::Sender<i64>,
+    /// The log end offset; every append wakes the followers' fetches waiting on it.
+    log_end: watch::Sender<i64>,
     /// Serialises fsyncs for acks=all with `flush_on_acks_all`; see [`Partition::flush_through`].
     flush_lock: tokio::sync::Mutex<i64>,
 }
@@ -93,6 +151,7 @@ impl Partition {
         topic: &str,
         index: i32,
         topic_id: Uuid,
+        broker: i32,
         config: TopicConfig,
     ) -> Result<Partition, PartitionError> {
         let io = |op, source| PartitionError::Io {
@@ -113,16 +172,34 @@ impl Partition {
             }
         })
         .map_err(log_err)?;
-        let hw = log.log_end_offset();
+        let leo = log.log_end_offset();
+        let epochs = LeaderEpochCache::open(dir, leo, || match log.epoch_starts() {
+            Ok(starts) => starts,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not rebuild the leader-epoch cache from the log");
+                Vec::new()
+            }
+        });
+        // What was committed is at least the checkpoint; never more than this replica has.
+        let hw = read_high_watermark(dir).unwrap_or(0).clamp(0, leo).max(log.log_start_offset().min(leo));
         Ok(Partition {
             topic: Arc::from(topic),
             index,
             topic_id,
             dir: dir.to_path_buf(),
-            leadership: RwLock::new(Leadership { is_leader: false, leader_epoch: 0 }),
-            state: Mutex::new(State { log, producers }),
+            broker,
+            leadership: RwLock::new(Leadership::none()),
+            state: Mutex::new(State {
+                log,
+                producers,
+                epochs,
+                followers: HashMap::new(),
+                epoch_start_offset: leo,
+                checkpointed_high_watermark: hw,
+            }),
             config: RwLock::new(Arc::new(config)),
             high_watermark: watch::Sender::new(hw),
+            log_end: watch::Sender::new(leo),
             flush_lock: tokio::sync::Mutex::new(-1),
         })
     }
@@ -141,9 +218,9 @@ impl Partition {
         self.leadership.read().is_leader
     }
 
-    /// Applies the leadership the metadata image gives this replica.
-    pub fn set_leadership(&self, leadership: Leadership) {
-        *self.leadership.write() = leadership;
+    /// This replica's role as last applied from the metadata.
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.read().clone()
     }
 
     pub fn config(&self) -> Arc<TopicConfig> {
@@ -179,25 +256,25 @@ impl Partition {
     /// good CRC, within max.message.bytes; idempotent batches are checked against the producer
     /// state and retries answered with their original offsets.
     pub fn append(&self, records: &Bytes, acks: i16, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
-        let leadership = *self.leadership.read();
-        if !leadership.is_leader {
-            return Err(PartitionError::NotLeader { topic: self.topic.to_string(), partition: self.index });
-        }
         let config = self.config();
         let header = self.validate_batch(records, &config, now_ms)?;
-        if acks == -1 && config.min_insync_replicas > 1 {
-            // One replica (this one) is in sync on a single node.
-            return Err(PartitionError::NotEnoughReplicas {
-                topic: self.topic.to_string(),
-                partition: self.index,
-                isr: 1,
-                min: config.min_insync_replicas,
-            });
-        }
         let mut batch = BytesMut::from(&records[..]);
         let timestamp_type =
             if config.log_append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
         let mut state = self.state.lock();
+        let leadership = self.leadership.read().clone();
+        if !leadership.is_leader {
+            return Err(PartitionError::NotLeader { topic: self.topic.to_string(), partition: self.index });
+        }
+        let isr = i32::try_from(leadership.isr.len()).unwrap_or(i32::MAX);
+        if acks == -1 && isr < config.min_insync_replicas {
+            return Err(PartitionError::NotEnoughReplicas {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                isr,
+                min: config.min_insync_replicas,
+            });
+        }
         let idempotent = header.producer_id >= 0;
         let producer = producer_batch(&header);
         if idempotent {
@@ -238,10 +315,9 @@ impl Partition {
             log_start_offset: state.log.log_start_offset(),
             duplicate: false,
         };
-        // Single node: the leader is the whole ISR, so the high watermark is the log end.
-        let leo = state.log.log_end_offset();
-        drop(state);
-        self.high_watermark.send_replace(leo);
+        self.log_end.send_replace(state.log.log_end_offset());
+        // Alone in the ISR, the leader commits what it appends at once.
+        self.advance_high_watermark(&state, &leadership);
         Ok(outcome)
     }
 
@@ -340,11 +416,23 @@ impl Partition {
 
     /// Reads whole batches at `offset`, up to the high watermark.
     pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<FetchRead, PartitionError> {
+        self.read_up_to(offset, max_bytes, min_one_batch, None)
+    }
+
+    /// Reads whole batches at `offset`, up to `upper` (default: the high watermark). A
+    /// leader reads to its log end for followers and for its own coordinator's state.
+    pub fn read_up_to(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        upper: Option<i64>,
+    ) -> Result<FetchRead, PartitionError> {
         let high_watermark = self.high_watermark();
         let (slice, log_start_offset): (Option<FileSlice>, i64) = {
             let state = self.state.lock();
-            let slice =
-                state.log.read(offset, max_bytes, high_watermark, min_one_batch).map_err(|e| self.log_error(e))?;
+            let upper = upper.unwrap_or(high_watermark);
+            let slice = state.log.read(offset, max_bytes, upper, min_one_batch).map_err(|e| self.log_error(e))?;
             (slice, state.log.log_start_offset())
         };
         let records = match slice {
@@ -414,9 +502,27 @@ impl Partition {
         Ok(Some(stats))
     }
 
-    /// Flushes the log and advances its recovery point (clean shutdown).
+    /// Flushes the log and advances its recovery point (clean shutdown); checkpoints the
+    /// high watermark.
     pub fn flush(&self) -> Result<(), PartitionError> {
+        self.checkpoint_high_watermark();
         self.state.lock().log.flush().map_err(|e| self.log_error(e))
+    }
+
+    /// Writes the high watermark to its checkpoint file if it moved. Not fsynced: a stale
+    /// checkpoint is only a lower bound, which is all a restart assumes.
+    pub fn checkpoint_high_watermark(&self) {
+        let hw = self.high_watermark();
+        let mut state = self.state.lock();
+        if state.checkpointed_high_watermark == hw {
+            return;
+        }
+        let path = self.dir.join(HIGH_WATERMARK_FILE);
+        let tmp = path.with_extension("tmp");
+        match std::fs::write(&tmp, format!("{hw}\n")).and_then(|()| std::fs::rename(&tmp, &path)) {
+            Ok(()) => state.checkpointed_high_watermark = hw,
+            Err(e) => tracing::warn!(path = %path.display(), error = %e, "could not checkpoint the high watermark"),
+        }
     }
 }
 
@@ -427,6 +533,10 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
         first_sequence: h.base_sequence,
         last_sequence: h.last_sequence(),
     }
+}
+
+fn read_high_watermark(dir: &Path) -> Option<i64> {
+    std::fs::read_to_string(dir.join(HIGH_WATERMARK_FILE)).ok()?.trim().parse().ok()
 }
 
 fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {

@@ -1,4 +1,5 @@
-//! OffsetCommit: committed offsets are appended to `__consumer_offsets` before the response.
+//! OffsetCommit: committed offsets are appended to `__consumer_offsets`, and every in-sync
+//! replica of its partition has them, before the response (as Kafka writes them with acks=all).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
@@ -8,7 +9,10 @@ use crate::group::offsets::OffsetCommit;
 use crate::kafka::error_code;
 use crate::node::Node;
 
-pub fn handle(node: &Node, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+/// How long a commit waits for the offsets partition's ISR.
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub async fn handle(node: &Node, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
     // Partitions of unknown topics are answered without being committed.
     let mut commits = Vec::new();
     let mut shape: Vec<(usize, i32, Option<usize>)> = Vec::new(); // (topic index, partition, commit index)
@@ -29,8 +33,15 @@ pub fn handle(node: &Node, req: OffsetCommitRequest, version: i16) -> OffsetComm
             });
         }
     }
-    let outcome = node.groups.commit_offsets(&req.group_id, req.generation_id_or_member_epoch, &req.member_id, commits);
+    let mut outcome =
+        node.groups.commit_offsets(&req.group_id, req.generation_id_or_member_epoch, &req.member_id, commits);
     node.metrics.observe_offset_commit();
+    if outcome.as_ref().is_ok_and(|results| results.iter().any(Result::is_ok)) {
+        if let Err(e) = node.groups.wait_replicated(&req.group_id, REPLICATION_TIMEOUT).await {
+            tracing::debug!(group = %&*req.group_id, error = %e, "committed offsets not replicated in time");
+            outcome = Err(e);
+        }
+    }
     let mut resp = OffsetCommitResponse::default();
     resp.topics = req
         .topics

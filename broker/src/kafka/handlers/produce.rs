@@ -1,6 +1,9 @@
 //! Produce: validate and append each partition's record batch; acks=0 gets no response,
-//! acks=1 is answered after the leader's append, acks=all after the in-sync replicas have it
-//! (on one node: the append, plus an fsync when `flush_on_acks_all` is on).
+//! acks=1 is answered after the leader's append, acks=all once every in-sync replica has it
+//! (the high watermark passed it; plus an fsync on the leader when `flush_on_acks_all` is
+//! on): NOT_ENOUGH_REPLICAS before the append when the ISR is below `min.insync.replicas`,
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while waiting, REQUEST_TIMED_OUT after
+//! the request's timeout.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -25,6 +28,8 @@ pub enum Outcome {
 pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
+    // How long acks=all may wait for the ISR (the request's timeout, within reason).
+    let timeout = std::time::Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).clamp(1, 60_000));
     let mut failures = Vec::new();
     let mut resp = ProduceResponse::default();
     let now = now_ms();
@@ -69,6 +74,11 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                     if acks == -1 && node.config.flush_on_acks_all && !outcome.duplicate {
                         flushed = partition.flush_through(outcome.last_offset).await;
                     }
+                    if acks == -1 && flushed.is_ok() {
+                        // acks=all: every in-sync replica has the records (a retry's original too).
+                        let min_insync = partition.config().min_insync_replicas;
+                        flushed = partition.wait_for_replication(outcome.last_offset, min_insync, timeout).await;
+                    }
                     match flushed {
                         Ok(()) => {
                             p.base_offset = outcome.base_offset;
@@ -76,8 +86,11 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                             p.log_start_offset = outcome.log_start_offset;
                         }
                         Err(e) => {
-                            tracing::error!(error = %e, "fsync before acknowledging failed");
+                            tracing::debug!(error = %error_code::message(&e), "acks=all produce not acknowledged");
                             p.error_code = error_code::partition(&e);
+                            if version >= 8 {
+                                p.error_message = Some(str_bytes(&error_code::message(&e)));
+                            }
                         }
                     }
                 }

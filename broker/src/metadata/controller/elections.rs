@@ -54,6 +54,19 @@ pub fn on_unfence(image: &MetadataImage, broker: i32) -> Vec<PartitionChange> {
     out
 }
 
+/// Preferred-leader elections: every partition whose first replica is live and in sync but
+/// does not lead gets it back as leader (Kafka's auto.leader.rebalance).
+pub fn preferred_leaders(image: &MetadataImage) -> Vec<PartitionChange> {
+    let mut out = Vec::new();
+    for (topic, index, p) in image.partitions() {
+        let Some(&preferred) = p.replicas.first() else { continue };
+        if p.leader != preferred && p.isr.contains(&preferred) && image.is_live(preferred) {
+            out.push(change(topic.id, index, p, preferred, p.isr.clone()));
+        }
+    }
+    out
+}
+
 fn unclean_allowed(configs: &std::collections::BTreeMap<String, String>) -> bool {
     configs.get("unclean.leader.election.enable").is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
@@ -107,6 +120,18 @@ mod tests {
         let changes = on_fence(&img, 0);
         assert_eq!(changes.len(), 1);
         assert_eq!((changes[0].leader, changes[0].isr.clone(), changes[0].expected_partition_epoch), (-1, vec![0], 7));
+    }
+
+    #[test]
+    fn leadership_goes_back_to_the_preferred_replica_only_when_it_is_live_and_in_sync() {
+        let parts = vec![p(&[0, 1], &[0, 1], 1), p(&[2, 1], &[1], 1), p(&[3, 1], &[3, 1], 1), p(&[1, 0], &[1, 0], 1)];
+        let img = image(&[0, 1, 2], parts, BTreeMap::new());
+        let changes = preferred_leaders(&img);
+        assert_eq!(
+            changes.iter().map(|c| (c.partition, c.leader)).collect::<Vec<_>>(),
+            vec![(0, 0)],
+            "2 is out of sync, 3 fenced, 1 already leads"
+        );
     }
 
     #[test]

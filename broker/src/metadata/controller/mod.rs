@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::catalog::{validate_topic_name, MAX_PARTITIONS};
-use super::command::{CommandResult, Endpoint, MetadataCommand};
+use super::command::{CommandResult, Endpoint, MetadataCommand, PartitionChange};
 use super::image::MetadataImage;
 use super::quorum::VoterSet;
 use super::topic_config;
@@ -61,6 +61,21 @@ pub struct ControllerConfig {
     pub voters: VoterSet,
     /// `broker.session.timeout.ms`.
     pub session_timeout: Duration,
+    /// `leader.imbalance.check.interval.seconds`, if `auto.leader.rebalance.enable`: how often
+    /// leadership goes back to preferred replicas.
+    pub preferred_leader_interval: Option<Duration>,
+}
+
+/// An ISR change a partition leader asks for.
+#[derive(Debug, Clone)]
+pub struct AlterPartition {
+    pub broker: i32,
+    pub broker_epoch: u64,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
 }
 
 /// A broker's registration request.
@@ -122,6 +137,8 @@ pub struct Controller {
     /// One decision at a time: each validates against the image the previous one produced.
     write_lock: tokio::sync::Mutex<()>,
     active: AtomicBool,
+    /// When preferred leaders were last elected.
+    last_preferred_election: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -143,6 +160,7 @@ impl Controller {
             sessions,
             write_lock: tokio::sync::Mutex::new(()),
             active: AtomicBool::new(false),
+            last_preferred_election: Mutex::new(None),
         }
     }
 
@@ -388,18 +406,6 @@ impl Controller {
         Ok(rf)
     }
 
-    /// Until replication exists (issue 5) a replica beyond the leader would be a promise
-    /// nobody keeps, so only replication factor 1 is accepted.
-    fn check_replication_factor(rf: usize) -> Result<(), ControllerError> {
-        if rf > 1 {
-            return fail(
-                ErrorKind::InvalidReplicationFactor,
-                format!("replication factor {rf}: this version of Strom does not replicate partitions yet; use 1"),
-            );
-        }
-        Ok(())
-    }
-
     /// CreateTopic: validates, places and commits a new topic.
     pub async fn create_topic(&self, spec: TopicSpec) -> Result<CreatedTopic, ControllerError> {
         let _guard = self.write_lock.lock().await;
@@ -428,7 +434,6 @@ impl Controller {
                 );
             }
             let rf = usize::try_from(spec.replication_factor).unwrap_or(0);
-            Self::check_replication_factor(rf)?;
             let mut load = BrokerLoad::of(&image);
             let count = usize::try_from(spec.partitions).unwrap_or(0);
             placement::place(&Self::live_candidates(&image), &mut load, count, rf)
@@ -437,8 +442,7 @@ impl Controller {
             if spec.assignment.len() > MAX_PARTITIONS as usize {
                 return fail(ErrorKind::InvalidPartitions, format!("at most {MAX_PARTITIONS} partitions"));
             }
-            let rf = Self::check_assignment(&image, &spec.assignment)?;
-            Self::check_replication_factor(rf)?;
+            Self::check_assignment(&image, &spec.assignment)?;
             spec.assignment.clone()
         };
         let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
@@ -567,6 +571,85 @@ impl Controller {
         }
     }
 
+    /// AlterPartition: a leader shrinks or expands its ISR. Accepted only from the current
+    /// leader, in its leader epoch, at the partition epoch it last saw; members it adds must
+    /// be live replicas.
+    pub async fn alter_partition(&self, a: AlterPartition) -> Result<(Vec<i32>, i32, u64), ControllerError> {
+        let _guard = self.write_lock.lock().await;
+        self.ensure_active().await?;
+        let image = self.image();
+        match image.broker(a.broker) {
+            Some(b) if b.epoch == a.broker_epoch => {}
+            Some(b) => {
+                return fail(
+                    ErrorKind::StaleBrokerEpoch,
+                    format!("broker {} epoch {} is not {}", a.broker, a.broker_epoch, b.epoch),
+                )
+            }
+            None => return fail(ErrorKind::BrokerNotRegistered, format!("broker {} is not registered", a.broker)),
+        }
+        let topic = image.topic_by_id(a.topic_id).ok_or_else(|| ControllerError {
+            code: ErrorKind::UnknownTopic,
+            message: format!("topic id {} does not exist", a.topic_id),
+        })?;
+        let p = topic.partition(a.partition).ok_or_else(|| ControllerError {
+            code: ErrorKind::UnknownTopic,
+            message: format!("topic {} has no partition {}", topic.name, a.partition),
+        })?;
+        let name = format!("{}-{}", topic.name, a.partition);
+        if p.leader != a.broker || p.leader_epoch != a.leader_epoch {
+            return fail(
+                ErrorKind::FencedLeaderEpoch,
+                format!(
+                    "{name}: broker {} in epoch {} is not the leader (leader {}, epoch {})",
+                    a.broker, a.leader_epoch, p.leader, p.leader_epoch
+                ),
+            );
+        }
+        if p.partition_epoch != a.partition_epoch {
+            return fail(
+                ErrorKind::InvalidUpdateVersion,
+                format!("{name}: partition epoch {} is not the current {}", a.partition_epoch, p.partition_epoch),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &a.new_isr {
+            if !seen.insert(*r) || !p.replicas.contains(r) {
+                return fail(
+                    ErrorKind::IneligibleReplica,
+                    format!("{name}: ISR {:?} names a non-replica or a replica twice", a.new_isr),
+                );
+            }
+            if !p.isr.contains(r) && !image.is_live(*r) {
+                return fail(
+                    ErrorKind::IneligibleReplica,
+                    format!("{name}: broker {r} is fenced and cannot join the ISR"),
+                );
+            }
+        }
+        if !a.new_isr.contains(&a.broker) {
+            return fail(ErrorKind::IneligibleReplica, format!("{name}: the leader must stay in the ISR"));
+        }
+        let change = PartitionChange {
+            topic_id: a.topic_id,
+            partition: a.partition,
+            leader: a.broker,
+            isr: a.new_isr.clone(),
+            expected_partition_epoch: a.partition_epoch,
+        };
+        let reason = format!("AlterPartition from broker {}", a.broker);
+        let (_, index) = self.write(MetadataCommand::ChangePartitions { reason, changes: vec![change] }).await?;
+        let after = self.image();
+        let now = after.topic_by_id(a.topic_id).and_then(|t| t.partition(a.partition)).cloned();
+        match now {
+            Some(now) if now.isr == a.new_isr && now.partition_epoch == a.partition_epoch + 1 => {
+                tracing::info!(partition = %name, old = ?p.isr, new = ?now.isr, "ISR changed");
+                Ok((now.isr, now.partition_epoch, index))
+            }
+            _ => fail(ErrorKind::InvalidUpdateVersion, format!("{name}: changed concurrently")),
+        }
+    }
+
     /// DescribeQuorum: what this node knows (answered by any node).
     pub fn describe_quorum(&self) -> QuorumDescription {
         let image = self.image();
@@ -622,8 +705,34 @@ impl Controller {
         }
     }
 
+    /// Moves leadership back to preferred replicas, every `preferred_leader_interval`.
+    async fn elect_preferred_leaders(&self) {
+        let Some(every) = self.config.preferred_leader_interval else { return };
+        {
+            let mut last = self.last_preferred_election.lock();
+            if last.is_some_and(|t| t.elapsed() < every) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let _guard = self.write_lock.lock().await;
+        let changes = elections::preferred_leaders(&self.image());
+        if changes.is_empty() {
+            return;
+        }
+        let count = changes.len();
+        let command = MetadataCommand::ChangePartitions { reason: "preferred leader election".into(), changes };
+        match self.write(command).await {
+            Ok(_) => tracing::info!(partitions = count, "leadership moved back to preferred replicas"),
+            Err(e) => tracing::warn!(error = %e, "preferred leader election failed"),
+        }
+    }
+
     /// One round of the active controller's chores.
     async fn tend(&self) {
+        if !self.is_active() {
+            return;
+        }
         if self.image().cluster_id.is_none() {
             let _guard = self.write_lock.lock().await;
             if self.image().cluster_id.is_none() {
@@ -634,6 +743,7 @@ impl Controller {
                 }
             }
         }
+        self.elect_preferred_leaders().await;
         let expired = self.sessions.lock().expired(&self.image(), Instant::now());
         for (id, epoch) in expired {
             let _guard = self.write_lock.lock().await;

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use strom_proto::controller::controller_server::Controller as ControllerRpc;
 use strom_proto::controller::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterTopicConfigsRequest, BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse, CreatePartitionsRequest, CreateTopicRequest, CreateTopicResponse, DeleteTopicRequest,
-    DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, Outcome, RegisterBrokerRequest, RegisterBrokerResponse,
-    Replicas, WriteResponse,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest, AlterPartitionResponse,
+    AlterTopicConfigsRequest, BrokerHeartbeatRequest, BrokerHeartbeatResponse, CreatePartitionsRequest,
+    CreateTopicRequest, CreateTopicResponse, DeleteTopicRequest, DescribeQuorumRequest, DescribeQuorumResponse,
+    ErrorCode, Outcome, RegisterBrokerRequest, RegisterBrokerResponse, Replicas, WriteResponse,
 };
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use super::{Controller, ControllerError, Registration, TopicSpec};
+use super::{AlterPartition, Controller, ControllerError, Registration, TopicSpec};
 use crate::metadata::command::Endpoint;
 
 /// Serves the controller calls of this broker.
@@ -156,6 +156,31 @@ impl ControllerRpc for ControllerService {
                 AllocateProducerIdsResponse { outcome: self.ok(index), first_producer_id: first, count }
             }
             Err(e) => AllocateProducerIdsResponse { outcome: self.failed(&e), ..Default::default() },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn alter_partition(
+        &self,
+        request: Request<AlterPartitionRequest>,
+    ) -> Result<Response<AlterPartitionResponse>, Status> {
+        let r = request.into_inner();
+        let topic_id = Uuid::parse_str(&r.topic_id)
+            .map_err(|e| Status::invalid_argument(format!("topic id {:?}: {e}", r.topic_id)))?;
+        let alter = AlterPartition {
+            broker: r.broker_id,
+            broker_epoch: r.broker_epoch,
+            topic_id,
+            partition: r.partition,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            new_isr: r.new_isr,
+        };
+        let resp = match self.controller.alter_partition(alter).await {
+            Ok((isr, partition_epoch, index)) => {
+                AlterPartitionResponse { outcome: self.ok(index), isr, partition_epoch }
+            }
+            Err(e) => AlterPartitionResponse { outcome: self.failed(&e), ..Default::default() },
         };
         Ok(Response::new(resp))
     }
