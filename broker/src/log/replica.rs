@@ -83,6 +83,9 @@ impl Log {
         // Rebuild the segment's indexes from what is left (a rescan of one segment).
         segment.recover(epoch_before, Continuity::Gaps, &config)?;
         segment.prepare_for_appends(&config)?;
+        // As at open: the segment's age for segment.ms counts from its first batch.
+        let first = segment.first_batch()?;
+        segment.set_rolling_base_ms(first.map(|h| h.max_timestamp).filter(|t| *t >= 0));
         self.log_end_offset = match segment.last_batch()? {
             Some(last) => last.last_offset() + 1,
             None => base,

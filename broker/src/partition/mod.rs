@@ -20,6 +20,9 @@ pub mod manager;
 pub mod producer_state;
 pub mod replication;
 
+#[cfg(test)]
+mod replication_tests;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -11,6 +11,7 @@ mod keyed;
 mod props;
 mod records;
 mod recovery;
+mod replica;
 mod retention;
 
 use std::path::{Path, PathBuf};
