@@ -13,6 +13,7 @@ use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use crate::metadata::network::{HTTP2_CONNECTION_WINDOW, HTTP2_MAX_FRAME, HTTP2_STREAM_WINDOW};
 use crate::metadata::runtime::Metadata;
 use crate::replication::ReplicationService;
 use crate::shutdown::Shutdown;
@@ -52,6 +53,9 @@ pub async fn run(listener: TcpListener, metadata: Metadata, replication: Replica
     let (raft, controller) = metadata.services();
     let replication = ReplicationServer::new(replication).max_encoding_message_size(256 << 20);
     let served = tonic::transport::Server::builder()
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+        .max_frame_size(HTTP2_MAX_FRAME)
         .add_service(raft)
         .add_service(controller)
         .add_service(replication)

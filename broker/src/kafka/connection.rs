@@ -5,7 +5,9 @@
 //! allocating. The body is read in chunks, each taking its bytes from the broker-wide request
 //! budget (`queued.max.request.bytes`) before it is buffered: memory follows the bytes that
 //! arrive, not the size a frame claims, and many large requests at once wait instead of
-//! exhausting memory. Requests are answered in the order they arrive (clients pipeline).
+//! exhausting memory. Requests are handled in the order they arrive and answered in that
+//! order (clients pipeline); a produce waiting for its in-sync replicas does not hold up the
+//! requests behind it — its reply is deferred, and later replies queue behind it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,15 +87,42 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits,
     }
 }
 
+/// Requests handled but not yet answered on one connection: produces waiting for their
+/// in-sync replicas, queued behind each other. Beyond this the connection stops reading.
+const MAX_PIPELINED: usize = 64;
+
+/// A handled request whose response is written in arrival order.
+struct Pending {
+    api: &'static str,
+    started: Instant,
+    reply: Reply,
+}
+
 async fn run(node: &Node, peer: &str, stream: TcpStream, limits: &ConnectionLimits, shutdown: &mut Shutdown) -> End {
     let (read_half, write_half) = stream.into_split();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Pending>(MAX_PIPELINED);
+    let reading = read_requests(node, peer, read_half, limits, shutdown, tx);
+    let writing = write_responses(node, write_half, rx);
+    let (read_end, write_end) = tokio::join!(reading, writing);
+    write_end.unwrap_or(read_end)
+}
+
+/// Reads and handles requests one after the other (the synchronous part of every request,
+/// appends included, happens in arrival order) and queues their replies.
+async fn read_requests(
+    node: &Node,
+    peer: &str,
+    read_half: tokio::net::tcp::OwnedReadHalf,
+    limits: &ConnectionLimits,
+    shutdown: &mut Shutdown,
+    tx: tokio::sync::mpsc::Sender<Pending>,
+) -> End {
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
-    let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
-    let mut _permits: Vec<SemaphorePermit<'_>> = Vec::new();
     loop {
-        _permits.clear();
         let size = tokio::select! {
             _ = shutdown.wait() => return End::Shutdown,
+            // The writer stopped (a write failed or a request closed the connection).
+            _ = tx.closed() => return End::Eof,
             r = tokio::time::timeout(IDLE_TIMEOUT, reader.read_i32()) => match r {
                 Err(_) => return End::Idle,
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return End::Eof,
@@ -111,46 +140,69 @@ async fn run(node: &Node, peer: &str, stream: TcpStream, limits: &ConnectionLimi
                 limits.max_request_bytes
             ));
         }
-        let frame = match tokio::time::timeout(BODY_TIMEOUT, read_body(&mut reader, size, &limits.request_budget)).await
-        {
-            Err(_) => {
-                return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"))
-            }
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return End::Protocol(format!("connection closed inside a request of {size} bytes"))
-            }
-            Ok(Err(e)) => return End::Io(e),
-            Ok(Ok((frame, permits))) => {
-                // The budget is held until the request is handled.
-                _permits = permits;
-                frame
-            }
-        };
+        let (frame, permits) =
+            match tokio::time::timeout(BODY_TIMEOUT, read_body(&mut reader, size, &limits.request_budget)).await {
+                Err(_) => {
+                    return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"))
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return End::Protocol(format!("connection closed inside a request of {size} bytes"))
+                }
+                Ok(Err(e)) => return End::Io(e),
+                Ok(Ok(read)) => read,
+            };
         node.metrics.network_bytes_in.inc_by(u64::from(size) + 4);
-        let api = router::api_of(&frame);
+        let api = router::api_of(&frame).map_or("unknown", |a| a.name);
         let started = Instant::now();
         let reply = router::handle_frame(node, peer, frame.freeze()).await;
-        let api_name = api.map_or("unknown", |a| a.name);
+        // The budget is held until the request is handled (a deferred reply no longer needs it).
+        drop(permits);
+        let closing = matches!(reply, Reply::Close(_));
+        if tx.send(Pending { api, started, reply }).await.is_err() {
+            return End::Eof;
+        }
+        if closing {
+            return End::Eof;
+        }
+    }
+}
+
+/// Writes replies in arrival order, waiting for deferred ones; flushes only when no reply is
+/// queued, so the responses of pipelined requests go out together. `Some` if the connection
+/// must end (a write failed, or a request closes it).
+async fn write_responses(
+    node: &Node,
+    write_half: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: tokio::sync::mpsc::Receiver<Pending>,
+) -> Option<End> {
+    let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
+    while let Some(pending) = rx.recv().await {
+        let mut reply = pending.reply;
+        if let Reply::Deferred(later) = reply {
+            reply = later.await;
+        }
         match reply {
             Reply::Frame(buf) => {
-                node.metrics.observe_request(api_name, started.elapsed().as_secs_f64());
+                node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64());
                 node.metrics.network_bytes_out.inc_by(buf.len() as u64);
                 if let Err(e) = writer.write_all(&buf).await {
-                    return End::Io(e);
+                    return Some(End::Io(e));
                 }
             }
-            Reply::Nothing => node.metrics.observe_request(api_name, started.elapsed().as_secs_f64()),
+            Reply::Nothing => node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64()),
             Reply::Close(reason) => {
-                node.metrics.observe_request_error(api_name);
+                node.metrics.observe_request_error(pending.api);
                 let _ = writer.flush().await;
-                return End::Protocol(reason);
+                return Some(End::Protocol(reason));
             }
+            Reply::Deferred(_) => return Some(End::Protocol("a deferred reply resolved to another deferred reply".into())),
         }
-        // Batch the responses of pipelined requests: flush only when no request is waiting.
-        if reader.buffer().is_empty() {
+        if rx.is_empty() {
             if let Err(e) = writer.flush().await {
-                return End::Io(e);
+                return Some(End::Io(e));
             }
         }
     }
+    let _ = writer.flush().await;
+    None
 }

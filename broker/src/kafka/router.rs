@@ -20,7 +20,6 @@ use super::handlers;
 use super::versions::{self, SupportedApi};
 
 /// What the connection does after a request.
-#[derive(Debug)]
 pub enum Reply {
     /// Write this frame (size prefix included).
     Frame(BytesMut),
@@ -28,6 +27,20 @@ pub enum Reply {
     Nothing,
     /// Close the connection; the reason is logged.
     Close(String),
+    /// The request is handled (a produce appended); its reply comes when this resolves (the
+    /// in-sync replicas have the records). Replies behind it wait their turn.
+    Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send>>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Frame(b) => write!(f, "Frame({} bytes)", b.len()),
+            Reply::Nothing => write!(f, "Nothing"),
+            Reply::Close(r) => write!(f, "Close({r})"),
+            Reply::Deferred(_) => write!(f, "Deferred"),
+        }
+    }
 }
 
 /// Who sent a request: the header's client id and the connection's address (DescribeGroups
@@ -108,8 +121,11 @@ async fn dispatch(
         ApiKey::Metadata => {
             encode(key, version, c, &handlers::metadata::handle(node, req!(MetadataRequest), version).await)
         }
-        ApiKey::Produce => match handlers::produce::handle(node, req!(ProduceRequest), version).await {
+        ApiKey::Produce => match handlers::produce::handle(node, req!(ProduceRequest), version) {
             handlers::produce::Outcome::Respond(resp) => encode(key, version, c, &resp),
+            handlers::produce::Outcome::Wait(later) => {
+                Reply::Deferred(Box::pin(async move { encode(key, version, c, &later.await) }))
+            }
             handlers::produce::Outcome::NoResponse => Reply::Nothing,
             handlers::produce::Outcome::Close(reason) => Reply::Close(reason),
         },

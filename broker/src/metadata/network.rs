@@ -30,6 +30,11 @@ use super::ClusterIdSource;
 
 /// How long a connection attempt to a peer may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// HTTP/2 flow-control windows of the internal port (both directions).
+pub const HTTP2_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+pub const HTTP2_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+/// The largest HTTP/2 frame a peer may send (16 KiB by default: 640 frames per 10 MB fetch).
+pub const HTTP2_MAX_FRAME: u32 = 1024 * 1024;
 
 /// Channels to peers by address, shared by the raft network and the controller client.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +52,11 @@ impl Channels {
         let channel = Endpoint::from_shared(format!("http://{addr}"))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
+            // Replica fetches carry megabytes: HTTP/2's default 64 KiB windows would make
+            // every response wait for many window updates.
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+            .max_frame_size(HTTP2_MAX_FRAME)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(5))
             .connect_lazy();

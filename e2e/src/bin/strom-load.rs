@@ -75,6 +75,9 @@ struct ProducerSettings {
     /// Create the topic with this many partitions if it does not exist.
     #[arg(long)]
     partitions: Option<i32>,
+    /// The replication factor of a topic this creates.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
 }
 
 #[derive(Debug, Args)]
@@ -211,7 +214,11 @@ fn producer_config(target: &Target, settings: &ProducerSettings) -> ClientConfig
 
 fn prepare_topic(target: &Target, settings: &ProducerSettings) -> Result<()> {
     if let Some(partitions) = settings.partitions {
-        clients::ensure_topic(&target.bootstrap, &target.topic, partitions)?;
+        let admin = clients::admin_client(&target.bootstrap)?;
+        match clients::create_topic_with(&admin, &target.topic, partitions, settings.replication_factor, &[])? {
+            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => anyhow::bail!("create topic {topic}: {code:?}"),
+        }
     }
     Ok(())
 }

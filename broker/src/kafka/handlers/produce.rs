@@ -4,6 +4,14 @@
 //! on): NOT_ENOUGH_REPLICAS before the append when the ISR is below `min.insync.replicas`,
 //! NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while waiting, REQUEST_TIMED_OUT after
 //! the request's timeout.
+//!
+//! The appends happen at once, in request order; waiting for the replicas is a separate
+//! future ([`Outcome::Wait`]) so the connection can go on handling the requests behind it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -11,26 +19,48 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use crate::kafka::error_code;
 use crate::node::Node;
+use crate::partition::Partition;
 use crate::time::now_ms;
 
 use super::str_bytes;
 
 /// What the connection does with a produce.
-#[derive(Debug)]
 pub enum Outcome {
     Respond(ProduceResponse),
+    /// acks=all: appended; the response once the in-sync replicas have the records.
+    Wait(Pin<Box<dyn Future<Output = ProduceResponse> + Send>>),
     /// acks=0: the client expects no response.
     NoResponse,
     /// acks=0 with a failed partition: closing the connection is how Kafka tells the client.
     Close(String),
 }
 
-pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Respond(r) => write!(f, "Respond({r:?})"),
+            Outcome::Wait(_) => write!(f, "Wait"),
+            Outcome::NoResponse => write!(f, "NoResponse"),
+            Outcome::Close(r) => write!(f, "Close({r})"),
+        }
+    }
+}
+
+/// An acks=all partition still to be confirmed: (topic index, partition index) in the response.
+struct Confirm {
+    at: (usize, usize),
+    partition: Arc<Partition>,
+    last_offset: i64,
+    fsync: bool,
+}
+
+pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
     // How long acks=all may wait for the ISR (the request's timeout, within reason).
-    let timeout = std::time::Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).clamp(1, 60_000));
+    let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0).clamp(1, 60_000));
     let mut failures = Vec::new();
+    let mut confirms = Vec::new();
     let mut resp = ProduceResponse::default();
     let now = now_ms();
     for topic in req.topic_data {
@@ -70,28 +100,17 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
             match partition.append(&records, acks, now) {
                 Ok(outcome) => {
                     node.metrics.produced_records_bytes.inc_by(size as u64);
-                    let mut flushed = Ok(());
-                    if acks == -1 && node.config.flush_on_acks_all && !outcome.duplicate {
-                        flushed = partition.flush_through(outcome.last_offset).await;
-                    }
-                    if acks == -1 && flushed.is_ok() {
-                        // acks=all: every in-sync replica has the records (a retry's original too).
-                        let min_insync = partition.config().min_insync_replicas;
-                        flushed = partition.wait_for_replication(outcome.last_offset, min_insync, timeout).await;
-                    }
-                    match flushed {
-                        Ok(()) => {
-                            p.base_offset = outcome.base_offset;
-                            p.log_append_time_ms = outcome.log_append_time;
-                            p.log_start_offset = outcome.log_start_offset;
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %error_code::message(&e), "acks=all produce not acknowledged");
-                            p.error_code = error_code::partition(&e);
-                            if version >= 8 {
-                                p.error_message = Some(str_bytes(&error_code::message(&e)));
-                            }
-                        }
+                    p.base_offset = outcome.base_offset;
+                    p.log_append_time_ms = outcome.log_append_time;
+                    p.log_start_offset = outcome.log_start_offset;
+                    if acks == -1 {
+                        // A retry's original must be confirmed too.
+                        confirms.push(Confirm {
+                            at: (resp.responses.len(), topic_resp.partition_responses.len()),
+                            partition,
+                            last_offset: outcome.last_offset,
+                            fsync: node.config.flush_on_acks_all && !outcome.duplicate,
+                        });
                     }
                 }
                 Err(e) => {
@@ -113,5 +132,35 @@ pub async fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
             None => Outcome::NoResponse,
         };
     }
-    Outcome::Respond(resp)
+    if confirms.is_empty() {
+        return Outcome::Respond(resp);
+    }
+    Outcome::Wait(Box::pin(confirm(resp, confirms, timeout, version)))
+}
+
+/// Waits until each acks=all partition is confirmed; a partition that is not gets its error.
+async fn confirm(mut resp: ProduceResponse, confirms: Vec<Confirm>, timeout: Duration, version: i16) -> ProduceResponse {
+    // One deadline for the whole request, as its timeout is.
+    let deadline = tokio::time::Instant::now() + timeout;
+    for c in confirms {
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut result = Ok(());
+        if c.fsync {
+            result = c.partition.flush_through(c.last_offset).await;
+        }
+        if result.is_ok() {
+            let min_insync = c.partition.config().min_insync_replicas;
+            result = c.partition.wait_for_replication(c.last_offset, min_insync, timeout).await;
+        }
+        if let Err(e) = result {
+            tracing::debug!(error = %error_code::message(&e), "acks=all produce not confirmed");
+            let p = &mut resp.responses[c.at.0].partition_responses[c.at.1];
+            p.error_code = error_code::partition(&e);
+            p.base_offset = -1;
+            if version >= 8 {
+                p.error_message = Some(str_bytes(&error_code::message(&e)));
+            }
+        }
+    }
+    resp
 }
