@@ -143,7 +143,9 @@ async fn read_requests(
         let (frame, permits) =
             match tokio::time::timeout(BODY_TIMEOUT, read_body(&mut reader, size, &limits.request_budget)).await {
                 Err(_) => {
-                    return End::Protocol(format!("request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"))
+                    return End::Protocol(format!(
+                        "request body of {size} bytes did not arrive within {BODY_TIMEOUT:?}"
+                    ))
                 }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     return End::Protocol(format!("connection closed inside a request of {size} bytes"))
@@ -195,7 +197,9 @@ async fn write_responses(
                 let _ = writer.flush().await;
                 return Some(End::Protocol(reason));
             }
-            Reply::Deferred(_) => return Some(End::Protocol("a deferred reply resolved to another deferred reply".into())),
+            Reply::Deferred(_) => {
+                return Some(End::Protocol("a deferred reply resolved to another deferred reply".into()))
+            }
         }
         if rx.is_empty() {
             if let Err(e) = writer.flush().await {

@@ -139,7 +139,12 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
 }
 
 /// Waits until each acks=all partition is confirmed; a partition that is not gets its error.
-async fn confirm(mut resp: ProduceResponse, confirms: Vec<Confirm>, timeout: Duration, version: i16) -> ProduceResponse {
+async fn confirm(
+    mut resp: ProduceResponse,
+    confirms: Vec<Confirm>,
+    timeout: Duration,
+    version: i16,
+) -> ProduceResponse {
     // One deadline for the whole request, as its timeout is.
     let deadline = tokio::time::Instant::now() + timeout;
     for c in confirms {
