@@ -8,6 +8,7 @@
 //! test's temp dir; when the value is dropped during a panic (a failing test) the tail of that
 //! log is printed, and `STROM_E2E_KEEP=1` keeps the whole temp dir for a post-mortem.
 
+use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -415,13 +416,29 @@ pub fn rss_of(pid: u32) -> Result<u64> {
 }
 
 /// `N` distinct free loopback addresses. All listeners are held until every port is known,
-/// so the same port is never handed out twice; another process may still grab one before
-/// the broker binds it, which is rare enough on a test machine.
+/// and a port handed out once in this process is never handed out again (a cluster asks for
+/// its brokers' ports one broker at a time, and the kernel readily reuses a port that was just
+/// released). Another process may still grab one before the broker binds it, which is rare
+/// enough on a test machine.
 pub fn free_local_addrs<const N: usize>() -> Result<[SocketAddr; N]> {
-    let listeners =
-        (0..N).map(|_| TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")).collect::<Result<Vec<_>>>()?;
+    let listeners = (0..N).map(|_| unique_local_listener()).collect::<Result<Vec<_>>>()?;
     let addrs = listeners.iter().map(|l| l.local_addr().context("local_addr")).collect::<Result<Vec<_>>>()?;
     addrs.try_into().map_err(|_| anyhow!("expected {N} addresses"))
+}
+
+/// A listener on a loopback port no other caller in this process has been given.
+pub fn unique_local_listener() -> Result<TcpListener> {
+    static HANDED_OUT: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut rejected = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+        let port = listener.local_addr().context("local_addr")?.port();
+        if HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return Ok(listener);
+        }
+        // Held until we return, so the kernel offers a different port next time.
+        rejected.push(listener);
+    }
 }
 
 /// A minimal HTTP/1.1 GET (`Connection: close`, content-length or chunked bodies).

@@ -72,7 +72,7 @@ impl Shared {
 impl TcpProxy {
     /// Listens on a free loopback port and forwards every connection to `target`.
     pub fn start(target: SocketAddr) -> Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").context("bind proxy listener")?;
+        let listener = crate::broker::unique_local_listener().context("bind proxy listener")?;
         let addr = listener.local_addr().context("proxy local_addr")?;
         let shared = Arc::new(Shared {
             target,
