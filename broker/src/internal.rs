@@ -1,5 +1,5 @@
 //! The internal port (`--internal-listen`, 9093 by default): gRPC between brokers — raft
-//! RPCs, controller calls, and followers' fetches from partition leaders.
+//! RPCs, controller calls, followers' fetches from partition leaders, and the admin API.
 //!
 //! tonic logs a connection that is not HTTP/2 only at debug level, so each connection's first
 //! bytes are checked here first: anything that does not start with the HTTP/2 client preface
@@ -13,10 +13,12 @@ use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use crate::admin::AdminService;
 use crate::metadata::network::{HTTP2_CONNECTION_WINDOW, HTTP2_MAX_FRAME, HTTP2_STREAM_WINDOW};
 use crate::metadata::runtime::Metadata;
 use crate::replication::ReplicationService;
 use crate::shutdown::Shutdown;
+use strom_proto::admin::admin_server::AdminServer;
 use strom_proto::replication::replication_server::ReplicationServer;
 
 /// What every HTTP/2 connection starts with (RFC 9113 §3.4).
@@ -24,7 +26,13 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the internal port until `shutdown` fires.
-pub async fn run(listener: TcpListener, metadata: Metadata, replication: ReplicationService, mut shutdown: Shutdown) {
+pub async fn run(
+    listener: TcpListener,
+    metadata: Metadata,
+    replication: ReplicationService,
+    admin: AdminService,
+    mut shutdown: Shutdown,
+) {
     let (tx, rx) = mpsc::channel::<std::io::Result<TcpStream>>(64);
     let mut accept_shutdown = shutdown.clone();
     let accept = tokio::spawn(async move {
@@ -59,6 +67,7 @@ pub async fn run(listener: TcpListener, metadata: Metadata, replication: Replica
         .add_service(raft)
         .add_service(controller)
         .add_service(replication)
+        .add_service(AdminServer::new(admin).max_encoding_message_size(64 << 20))
         .serve_with_incoming_shutdown(incoming, async move { shutdown.wait().await })
         .await;
     if let Err(e) = served {

@@ -14,6 +14,8 @@
 //! - [`group`]: the consumer-group coordinator and committed offsets in `__consumer_offsets`.
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
+//! - [`admin`]: the admin gRPC API (`strom.admin.v1`) every broker serves for the CLI and
+//!   the operator.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`; [`metrics`] holds the Prometheus registry.
 //! - [`error_chain`]: an error and its causes on one line.
 //! - [`config`]: the broker's configuration (flags, `STROM_*` environment, TOML file).
@@ -25,6 +27,7 @@
 //! - [`server`]: wires one node together and runs it until shutdown.
 //! - [`cli`]: the `strom` command line (`serve`, `dev`).
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod error_chain;

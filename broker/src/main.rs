@@ -44,6 +44,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        Command::Admin(command) => runtime.block_on(broker::cli::admin::run(command)),
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::admin::AdminService;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::group::GroupCoordinator;
 use crate::http::{self, HttpState};
@@ -143,9 +144,11 @@ pub async fn run(
     .await?;
     let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
     let (epoch_tx, epoch_rx) = watch::channel(None);
-    let replication = ReplicationService { replicas: replicas.clone(), image: metadata.image() };
+    let replication =
+        ReplicationService { replicas: replicas.clone(), image: metadata.image(), throttle: Default::default() };
+    let admin = AdminService::new();
     let internal_task =
-        tokio::spawn(internal::run(internal_listener, metadata.clone(), replication, internal_shutdown));
+        tokio::spawn(internal::run(internal_listener, metadata.clone(), replication, admin.clone(), internal_shutdown));
     metadata.bootstrap().await;
     let controller_task = tokio::spawn(metadata.controller.clone().run(shutdown.clone()));
 
@@ -179,6 +182,7 @@ pub async fn run(
         isr_changes: isr_changes.clone(),
         ready: ready.clone(),
     });
+    admin.attach(node.clone());
     let http_state = HttpState {
         metrics,
         replicas: replicas.clone(),

@@ -34,6 +34,9 @@ pub struct ClusterSpec {
     /// Brokers (learners) whose internal port the others reach through a [`TcpProxy`], so a
     /// test can partition them off (`Cluster::proxies`).
     pub proxied: Vec<i32>,
+    /// Brokers (learners) that get their ports and data dirs but are not started: a test
+    /// starts them later (`cluster.broker(id).start()`) to grow the cluster.
+    pub held_back: Vec<i32>,
 }
 
 impl ClusterSpec {
@@ -45,6 +48,7 @@ impl ClusterSpec {
             racks: Vec::new(),
             extra_args: FAST_SESSIONS.iter().map(|s| s.to_string()).collect(),
             proxied: Vec::new(),
+            held_back: Vec::new(),
         }
     }
 
@@ -166,7 +170,13 @@ impl Cluster {
                 .tempdir()
                 .context("create a broker's temp dir")?;
             let mut broker = BrokerProcess::with_addrs(bin.clone(), options, kafka, http, internal, tmp)?;
-            broker.spawn()?;
+            if spec.held_back.contains(&node) {
+                if id < spec.voters {
+                    bail!("broker {id} is a voter: the quorum needs it from the start");
+                }
+            } else {
+                broker.spawn()?;
+            }
             brokers.push(broker);
         }
         Ok(Cluster { brokers, voters, proxies })

@@ -10,6 +10,7 @@
 //! - [`cluster`]: [`cluster::Cluster`] — several brokers forming one metadata quorum (voters
 //!   and learners), each broker's Metadata normalised for comparison, the agreed controller,
 //!   metrics, and a polling `wait_until`.
+//! - [`cli`]: running the `strom` admin CLI as a child process (exit code, stdout, stderr).
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
@@ -27,6 +28,7 @@
 //!   tests can compute what recovery must keep without trusting the broker.
 
 pub mod broker;
+pub mod cli;
 pub mod clients;
 pub mod cluster;
 pub mod groups;

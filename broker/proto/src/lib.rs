@@ -5,6 +5,7 @@
 //! - [`controller`]: `strom.controller.v1`, broker-to-controller calls (registration,
 //!   heartbeats, topic writes, producer-id blocks, ISR changes, quorum description).
 //! - [`replication`]: `strom.replication.v1`, followers fetching from partition leaders.
+//! - [`admin`]: `strom.admin.v1`, the cluster's admin API (the CLI, the operator).
 
 /// `strom.raft.v1`.
 #[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
@@ -22,4 +23,10 @@ pub mod controller {
 #[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
 pub mod replication {
     tonic::include_proto!("strom.replication.v1");
+}
+
+/// `strom.admin.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]
+pub mod admin {
+    tonic::include_proto!("strom.admin.v1");
 }

@@ -107,6 +107,9 @@ pub async fn run(args: DevArgs) -> Result<ExitCode, DevError> {
     println!("metadata quorum voters: {voters}");
     let bootstrap: Vec<String> = brokers.iter().map(|b| b.kafka.to_string()).collect();
     println!("bootstrap servers: {}   (Ctrl-C stops the cluster)", bootstrap.join(","));
+    if let Some(first) = brokers.first() {
+        println!("admin CLI: export STROM_ADMIN={}   (then e.g. strom cluster describe)", first.internal);
+    }
     let _ = std::io::stdout().flush();
     supervise(brokers).await
 }

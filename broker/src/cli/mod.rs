@@ -4,7 +4,9 @@
 //! - [`dev`]: `strom dev` runs a local cluster of `strom serve` child processes for development.
 //! - [`signals`]: waiting for Ctrl-C / SIGTERM.
 //! - [`logging`]: tracing output, text or JSON.
+//! - [`admin`]: `strom cluster|topic|rebalance|broker|group`, over the admin gRPC API.
 
+pub mod admin;
 pub mod dev;
 pub mod logging;
 pub mod serve;
@@ -26,4 +28,7 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Run a local cluster for development and demos (no Kubernetes needed).
     Dev(dev::DevArgs),
+    /// `cluster`, `topic`, `rebalance`, `broker`, `group`: the admin commands.
+    #[command(flatten)]
+    Admin(admin::AdminCommand),
 }

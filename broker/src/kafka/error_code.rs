@@ -48,26 +48,35 @@ pub fn catalog(e: &CatalogError) -> i16 {
 
 /// A refused or failed controller call (topic changes, producer ids).
 pub fn controller(e: &ClientError) -> i16 {
-    let code = match e {
-        ClientError::Timeout { .. } => ResponseError::RequestTimedOut,
-        ClientError::Refused { code, .. } => match code {
-            ErrorKind::TopicAlreadyExists => ResponseError::TopicAlreadyExists,
-            ErrorKind::UnknownTopic => ResponseError::UnknownTopicOrPartition,
-            ErrorKind::InvalidTopicName => ResponseError::InvalidTopicException,
-            ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
-            ErrorKind::InvalidReplicationFactor => ResponseError::InvalidReplicationFactor,
-            ErrorKind::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
-            ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
-            ErrorKind::NotController => ResponseError::NotController,
-            ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
-            ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
-            ErrorKind::InvalidUpdateVersion | ErrorKind::IneligibleReplica => ResponseError::InvalidRequest,
-            ErrorKind::None
-            | ErrorKind::DuplicateBrokerRegistration
-            | ErrorKind::StaleBrokerEpoch
-            | ErrorKind::BrokerNotRegistered
-            | ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
-        },
+    match e {
+        ClientError::Timeout { .. } => ResponseError::RequestTimedOut.code(),
+        ClientError::Refused { code, .. } => controller_code(*code),
+    }
+}
+
+/// The Kafka code of a controller error code.
+pub fn controller_code(code: ErrorKind) -> i16 {
+    let code = {
+        {
+            match code {
+                ErrorKind::TopicAlreadyExists => ResponseError::TopicAlreadyExists,
+                ErrorKind::UnknownTopic => ResponseError::UnknownTopicOrPartition,
+                ErrorKind::InvalidTopicName => ResponseError::InvalidTopicException,
+                ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
+                ErrorKind::InvalidReplicationFactor => ResponseError::InvalidReplicationFactor,
+                ErrorKind::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
+                ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
+                ErrorKind::NotController => ResponseError::NotController,
+                ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
+                ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+                ErrorKind::InvalidUpdateVersion | ErrorKind::IneligibleReplica => ResponseError::InvalidRequest,
+                ErrorKind::None
+                | ErrorKind::DuplicateBrokerRegistration
+                | ErrorKind::StaleBrokerEpoch
+                | ErrorKind::BrokerNotRegistered
+                | ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
+            }
+        }
     };
     code.code()
 }

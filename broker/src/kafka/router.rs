@@ -6,10 +6,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -153,6 +154,21 @@ async fn dispatch(
             version,
             c,
             &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)).await,
+        ),
+        ApiKey::ElectLeaders => {
+            encode(key, version, c, &handlers::elect_leaders::handle(node, req!(ElectLeadersRequest), version).await)
+        }
+        ApiKey::AlterPartitionReassignments => encode(
+            key,
+            version,
+            c,
+            &handlers::alter_partition_reassignments::handle(node, req!(AlterPartitionReassignmentsRequest)).await,
+        ),
+        ApiKey::ListPartitionReassignments => encode(
+            key,
+            version,
+            c,
+            &handlers::list_partition_reassignments::handle(node, req!(ListPartitionReassignmentsRequest)),
         ),
         ApiKey::DescribeCluster => {
             encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest)))

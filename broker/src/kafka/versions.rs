@@ -47,6 +47,9 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::DeleteGroups, "DeleteGroups", 0, 2),
     api(ApiKey::IncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1),
     api(ApiKey::OffsetDelete, "OffsetDelete", 0, 0),
+    api(ApiKey::ElectLeaders, "ElectLeaders", 0, 2),
+    api(ApiKey::AlterPartitionReassignments, "AlterPartitionReassignments", 0, 0),
+    api(ApiKey::ListPartitionReassignments, "ListPartitionReassignments", 0, 0),
     api(ApiKey::DescribeCluster, "DescribeCluster", 0, 1),
 ];
 

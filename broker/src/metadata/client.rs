@@ -13,8 +13,9 @@ use parking_lot::Mutex;
 use strom_proto::controller::controller_client::ControllerClient as Grpc;
 use strom_proto::controller::{
     AllocateProducerIdsRequest, AlterPartitionRequest, AlterTopicConfigsRequest, BrokerHeartbeatRequest,
-    CreatePartitionsRequest, CreateTopicRequest, DeleteTopicRequest, ErrorCode, Outcome, RegisterBrokerRequest,
-    Replicas,
+    CancelAllReassignmentsRequest, CreatePartitionsRequest, CreateTopicRequest, DeleteTopicRequest,
+    ElectLeadersRequest, ErrorCode, Outcome, PartitionTarget, ReassignRequest, RegisterBrokerRequest, Replicas,
+    SetReplicationThrottleRequest, UnregisterBrokerRequest,
 };
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -38,6 +39,20 @@ pub enum ClientError {
     /// No controller answered in time (an election, a lost quorum).
     #[error("no active controller answered within {waited:?} (last: {last})")]
     Timeout { waited: Duration, last: String },
+}
+
+/// One partition's result of a batch call: (topic, partition, error or None).
+pub type PartitionReply = (String, i32, Option<(ErrorKind, String)>);
+
+fn partition_replies(results: Vec<strom_proto::controller::PartitionResult>) -> Vec<PartitionReply> {
+    results
+        .into_iter()
+        .map(|r| {
+            let code = ErrorCode::try_from(r.error).unwrap_or(ErrorCode::InvalidRequest);
+            let error = (code != ErrorCode::None).then_some((code, r.message));
+            (r.topic, r.partition, error)
+        })
+        .collect()
 }
 
 /// Calls the active controller from this broker.
@@ -291,6 +306,76 @@ impl ControllerClient {
         self.write("AlterPartition", timeout, |mut c| {
             let req = req.clone();
             async move { c.alter_partition(req).await.map(|r| r.map(|r| ((r.isr, r.partition_epoch), r.outcome))) }
+        })
+        .await
+    }
+
+    /// Starts (target Some) or cancels (None) reassignments; one result per partition.
+    pub async fn reassign(
+        &self,
+        targets: &[(String, i32, Option<Vec<i32>>)],
+        timeout: Duration,
+    ) -> Result<Vec<PartitionReply>, ClientError> {
+        let req = ReassignRequest {
+            targets: targets
+                .iter()
+                .map(|(t, p, r)| PartitionTarget {
+                    topic: t.clone(),
+                    partition: *p,
+                    replicas: r.clone().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        self.write("Reassign", timeout, |mut c| {
+            let req = req.clone();
+            async move { c.reassign(req).await.map(|r| r.map(|r| (partition_replies(r.results), r.outcome))) }
+        })
+        .await
+    }
+
+    pub async fn cancel_all_reassignments(&self, timeout: Duration) -> Result<(), ClientError> {
+        self.write("CancelAllReassignments", timeout, |mut c| async move {
+            c.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await.map(|r| r.map(|r| ((), r.outcome)))
+        })
+        .await
+    }
+
+    /// Preferred (or unclean) leader elections; `partitions` empty means all.
+    pub async fn elect_leaders(
+        &self,
+        partitions: &[(String, i32)],
+        unclean: bool,
+        timeout: Duration,
+    ) -> Result<Vec<PartitionReply>, ClientError> {
+        let req = ElectLeadersRequest {
+            partitions: partitions
+                .iter()
+                .map(|(t, p)| PartitionTarget { topic: t.clone(), partition: *p, replicas: Vec::new() })
+                .collect(),
+            unclean,
+        };
+        self.write("ElectLeaders", timeout, |mut c| {
+            let req = req.clone();
+            async move { c.elect_leaders(req).await.map(|r| r.map(|r| (partition_replies(r.results), r.outcome))) }
+        })
+        .await
+    }
+
+    pub async fn unregister_broker(&self, id: i32, timeout: Duration) -> Result<(), ClientError> {
+        self.write("UnregisterBroker", timeout, |mut c| async move {
+            c.unregister_broker(UnregisterBrokerRequest { broker_id: id }).await.map(|r| r.map(|r| ((), r.outcome)))
+        })
+        .await
+    }
+
+    pub async fn set_replication_throttle(
+        &self,
+        bytes_per_sec: Option<u64>,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let req = SetReplicationThrottleRequest { bytes_per_sec: bytes_per_sec.unwrap_or(0) };
+        self.write("SetReplicationThrottle", timeout, |mut c| async move {
+            c.set_replication_throttle(req).await.map(|r| r.map(|r| ((), r.outcome)))
         })
         .await
     }

@@ -27,6 +27,18 @@ pub struct PartitionChange {
     pub leader: i32,
     pub isr: Vec<i32>,
     pub expected_partition_epoch: i32,
+    /// A new replica set (a reassignment starting, finishing or cancelled); None keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicaSet>,
+}
+
+/// A partition's replicas, and — during a reassignment — which of them are being added and
+/// which will be removed once the added ones are in sync (Kafka's KIP-455).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaSet {
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
 }
 
 /// One entry of the metadata log.
@@ -85,11 +97,20 @@ pub enum MetadataCommand {
         broker_epoch: u64,
         count: i32,
     },
-    /// Leader or ISR changes: an ISR shrink or expand a leader asked for (AlterPartition),
-    /// or preferred-leader elections. Each change applies only at its expected partition epoch.
+    /// Leader, ISR or replica changes: an ISR shrink or expand a leader asked for
+    /// (AlterPartition), leader elections, reassignment steps. Each change applies only at its
+    /// expected partition epoch.
     ChangePartitions {
         reason: String,
         changes: Vec<PartitionChange>,
+    },
+    /// A broker leaves the cluster (it holds no replica).
+    UnregisterBroker {
+        id: i32,
+    },
+    /// The bytes/s a leader may send to replicas being added by a reassignment (None: no limit).
+    SetReplicationThrottle {
+        bytes_per_sec: Option<u64>,
     },
 }
 

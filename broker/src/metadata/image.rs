@@ -24,6 +24,28 @@ pub struct PartitionRegistration {
     pub leader_epoch: i32,
     /// Bumped on every change of leader or ISR; guards [`PartitionChange`]s.
     pub partition_epoch: i32,
+    /// During a reassignment: replicas being added (they fetch, and join the ISR when caught up).
+    #[serde(default)]
+    pub adding: Vec<i32>,
+    /// During a reassignment: replicas to remove once every added one is in sync.
+    #[serde(default)]
+    pub removing: Vec<i32>,
+}
+
+impl PartitionRegistration {
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas the partition had before its reassignment started.
+    pub fn original_replicas(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.adding.contains(r)).collect()
+    }
+
+    /// The replicas the partition will have when its reassignment completes.
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.removing.contains(r)).collect()
+    }
 }
 
 /// One topic as the cluster knows it.
@@ -76,6 +98,9 @@ pub struct MetadataImage {
     /// Topic id → name.
     pub topic_names: BTreeMap<Uuid, String>,
     pub next_producer_id: i64,
+    /// Bytes/s a leader may send to replicas a reassignment adds (None: unlimited).
+    #[serde(default)]
+    pub replication_throttle: Option<u64>,
     /// The index of the last log entry applied (raft's blank and membership entries included).
     pub applied_index: u64,
 }
@@ -190,6 +215,17 @@ impl MetadataImage {
                 self.apply_changes(changes);
                 Ok(CommandResult::Done)
             }
+            MetadataCommand::UnregisterBroker { id } => {
+                if self.partitions().any(|(_, _, p)| p.replicas.contains(id)) {
+                    return Err(CommandError::Invalid(format!("broker {id} still holds replicas")));
+                }
+                self.brokers.remove(id).ok_or(CommandError::UnknownBroker(*id))?;
+                Ok(CommandResult::Done)
+            }
+            MetadataCommand::SetReplicationThrottle { bytes_per_sec } => {
+                self.replication_throttle = *bytes_per_sec;
+                Ok(CommandResult::Done)
+            }
             MetadataCommand::AllocateProducerIds { broker_id, broker_epoch, count } => {
                 self.current_broker(*broker_id, *broker_epoch)?;
                 if *count <= 0 {
@@ -227,6 +263,8 @@ impl MetadataImage {
             leader,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 
@@ -245,6 +283,11 @@ impl MetadataImage {
                 p.leader_epoch += 1;
             }
             p.isr = change.isr.clone();
+            if let Some(set) = &change.replicas {
+                p.replicas = set.replicas.clone();
+                p.adding = set.adding.clone();
+                p.removing = set.removing.clone();
+            }
             p.partition_epoch += 1;
         }
     }
@@ -324,8 +367,14 @@ mod tests {
             MetadataCommand::CreateTopic { name: "t".into(), id, configs: BTreeMap::new(), assignment: vec![vec![0]] };
         image.apply(&create, 60);
         let epoch = image.broker(0).map(|b| b.epoch).unwrap_or_default();
-        let offline =
-            PartitionChange { topic_id: id, partition: 0, leader: -1, isr: vec![0], expected_partition_epoch: 0 };
+        let offline = PartitionChange {
+            topic_id: id,
+            partition: 0,
+            leader: -1,
+            isr: vec![0],
+            expected_partition_epoch: 0,
+            replicas: None,
+        };
         image.apply(&MetadataCommand::FenceBroker { id: 0, epoch, changes: vec![offline.clone()] }, 61);
         let p = image.topic("t").map(|t| t.partitions[0].clone()).expect("topic");
         assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (-1, 1, 1));

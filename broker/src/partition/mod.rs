@@ -91,6 +91,8 @@ pub struct Leadership {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     pub partition_epoch: i32,
+    /// Replicas a reassignment is adding (their fetches may be throttled).
+    pub adding: Vec<i32>,
 }
 
 impl Leadership {
@@ -103,6 +105,7 @@ impl Leadership {
             replicas: vec![broker],
             isr: vec![broker],
             partition_epoch: 0,
+            adding: vec![],
         }
     }
 
@@ -115,6 +118,7 @@ impl Leadership {
             replicas: vec![],
             isr: vec![],
             partition_epoch: -1,
+            adding: vec![],
         }
     }
 }

@@ -53,6 +53,7 @@ fn role(broker: i32, leader: i32, epoch: i32, isr: &[i32]) -> Leadership {
         replicas: vec![0, 1],
         isr: isr.to_vec(),
         partition_epoch: epoch,
+        adding: vec![],
     }
 }
 

@@ -24,6 +24,38 @@ const MAX_WAIT_CAP: Duration = Duration::from_secs(5);
 pub struct ReplicationService {
     pub replicas: Arc<ReplicaManager>,
     pub image: watch::Receiver<Arc<MetadataImage>>,
+    /// Shared by every fetch of replicas a reassignment adds (the replication throttle).
+    pub throttle: Arc<Throttle>,
+}
+
+/// A token bucket of bytes/s for the records sent to replicas being added by a reassignment,
+/// so moving data does not take the bandwidth client traffic needs. A one-second burst.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    state: parking_lot::Mutex<Option<(f64, std::time::Instant)>>,
+}
+
+impl Throttle {
+    /// Bytes that may be sent now at `rate` bytes/s (0 while in debt).
+    fn allowance(&self, rate: u64) -> usize {
+        let mut state = self.state.lock();
+        let now = std::time::Instant::now();
+        let (tokens, at) = state.get_or_insert((rate as f64, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate as f64).min(rate as f64);
+        *at = now;
+        if *tokens < 1.0 {
+            0
+        } else {
+            *tokens as usize
+        }
+    }
+
+    /// Records that `bytes` were sent (may go into debt: a whole batch is never split).
+    fn spend(&self, bytes: usize) {
+        if let Some((tokens, _)) = self.state.lock().as_mut() {
+            *tokens -= bytes as f64;
+        }
+    }
 }
 
 fn failed(p: &PartitionFetch, error: ReplicaError, message: String) -> PartitionData {
@@ -53,16 +85,42 @@ impl ReplicationService {
                 out.push(failed(p, ReplicaError::UnknownPartition, format!("{}-{} is not here", p.topic, p.partition)));
                 continue;
             };
+            let mut max_bytes = usize::try_from(p.max_bytes).unwrap_or(0).clamp(1, budget);
+            let throttled = self
+                .image
+                .borrow()
+                .replication_throttle
+                .filter(|_| replica.leadership().adding.contains(&req.replica_id));
+            if let Some(rate) = throttled {
+                match self.throttle.allowance(rate) {
+                    0 => {
+                        // Over the throttle: nothing for this replica until tokens come back.
+                        out.push(PartitionData {
+                            topic: p.topic.clone(),
+                            partition: p.partition,
+                            high_watermark: replica.high_watermark(),
+                            log_start_offset: replica.log_start_offset(),
+                            log_end_offset: replica.log_end_offset(),
+                            ..Default::default()
+                        });
+                        continue;
+                    }
+                    allowed => max_bytes = max_bytes.min(allowed),
+                }
+            }
             let fetch = ReplicaFetch {
                 replica: req.replica_id,
                 current_leader_epoch: p.current_leader_epoch,
                 fetch_offset: p.fetch_offset,
                 last_fetched_epoch: p.last_fetched_epoch,
-                max_bytes: usize::try_from(p.max_bytes).unwrap_or(0).clamp(1, budget),
+                max_bytes,
             };
             let answer = match replica.serve_replica_fetch(fetch) {
                 Ok(read) => {
                     let records = read.records.unwrap_or_default();
+                    if throttled.is_some() {
+                        self.throttle.spend(records.len());
+                    }
                     budget = budget.saturating_sub(records.len()).max(1);
                     urgent |= !records.is_empty() || read.diverging.is_some();
                     let diverging = read.diverging.unwrap_or(crate::partition::leader_epochs::EpochEnd::UNDEFINED);

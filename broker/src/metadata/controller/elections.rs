@@ -12,7 +12,14 @@ use super::super::command::PartitionChange;
 use super::super::image::{MetadataImage, PartitionRegistration};
 
 fn change(topic_id: uuid::Uuid, index: i32, p: &PartitionRegistration, leader: i32, isr: Vec<i32>) -> PartitionChange {
-    PartitionChange { topic_id, partition: index, leader, isr, expected_partition_epoch: p.partition_epoch }
+    PartitionChange {
+        topic_id,
+        partition: index,
+        leader,
+        isr,
+        expected_partition_epoch: p.partition_epoch,
+        replicas: None,
+    }
 }
 
 /// What fencing `broker` changes.
@@ -111,6 +118,8 @@ mod tests {
             leader,
             leader_epoch: 3,
             partition_epoch: 7,
+            adding: vec![],
+            removing: vec![],
         }
     }
 

@@ -9,13 +9,16 @@ use std::sync::Arc;
 use strom_proto::controller::controller_server::Controller as ControllerRpc;
 use strom_proto::controller::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest, AlterPartitionResponse,
-    AlterTopicConfigsRequest, BrokerHeartbeatRequest, BrokerHeartbeatResponse, CreatePartitionsRequest,
-    CreateTopicRequest, CreateTopicResponse, DeleteTopicRequest, DescribeQuorumRequest, DescribeQuorumResponse,
-    ErrorCode, Outcome, RegisterBrokerRequest, RegisterBrokerResponse, Replicas, WriteResponse,
+    AlterTopicConfigsRequest, BrokerHeartbeatRequest, BrokerHeartbeatResponse, CancelAllReassignmentsRequest,
+    CreatePartitionsRequest, CreateTopicRequest, CreateTopicResponse, DeleteTopicRequest, DescribeQuorumRequest,
+    DescribeQuorumResponse, ElectLeadersRequest, ErrorCode, Outcome, PartitionResult, PartitionResults,
+    ReassignRequest, RegisterBrokerRequest, RegisterBrokerResponse, Replicas, SetReplicationThrottleRequest,
+    UnregisterBrokerRequest, WriteResponse,
 };
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use super::moves::{PartitionOutcome, Reassignment};
 use super::{AlterPartition, Controller, ControllerError, Registration, TopicSpec};
 use crate::metadata::command::Endpoint;
 
@@ -50,6 +53,16 @@ impl ControllerService {
             Err(e) => self.failed(e),
         }
     }
+}
+
+fn partition_results(outcomes: Vec<PartitionOutcome>) -> Vec<PartitionResult> {
+    outcomes
+        .into_iter()
+        .map(|(topic, partition, r)| match r {
+            Ok(()) => PartitionResult { topic, partition, error: ErrorCode::None.into(), message: String::new() },
+            Err(e) => PartitionResult { topic, partition, error: e.code.into(), message: e.message },
+        })
+        .collect()
 }
 
 fn assignment(replicas: Vec<Replicas>) -> Vec<Vec<i32>> {
@@ -183,6 +196,60 @@ impl ControllerRpc for ControllerService {
             Err(e) => AlterPartitionResponse { outcome: self.failed(&e), ..Default::default() },
         };
         Ok(Response::new(resp))
+    }
+
+    async fn reassign(&self, request: Request<ReassignRequest>) -> Result<Response<PartitionResults>, Status> {
+        let moves = request
+            .into_inner()
+            .targets
+            .into_iter()
+            .map(|t| Reassignment {
+                topic: t.topic,
+                partition: t.partition,
+                target: (!t.replicas.is_empty()).then_some(t.replicas),
+            })
+            .collect();
+        let resp = match self.controller.reassign(moves).await {
+            Ok((outcomes, index)) => PartitionResults { outcome: self.ok(index), results: partition_results(outcomes) },
+            Err(e) => PartitionResults { outcome: self.failed(&e), results: Vec::new() },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn cancel_all_reassignments(
+        &self,
+        _request: Request<CancelAllReassignmentsRequest>,
+    ) -> Result<Response<WriteResponse>, Status> {
+        let result = self.controller.cancel_all_reassignments().await.map(|(_, index)| index);
+        Ok(Response::new(WriteResponse { outcome: self.outcome(&result) }))
+    }
+
+    async fn elect_leaders(&self, request: Request<ElectLeadersRequest>) -> Result<Response<PartitionResults>, Status> {
+        let r = request.into_inner();
+        let partitions =
+            (!r.partitions.is_empty()).then(|| r.partitions.into_iter().map(|p| (p.topic, p.partition)).collect());
+        let resp = match self.controller.elect_leaders(partitions, r.unclean).await {
+            Ok((outcomes, index)) => PartitionResults { outcome: self.ok(index), results: partition_results(outcomes) },
+            Err(e) => PartitionResults { outcome: self.failed(&e), results: Vec::new() },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn unregister_broker(
+        &self,
+        request: Request<UnregisterBrokerRequest>,
+    ) -> Result<Response<WriteResponse>, Status> {
+        let result = self.controller.unregister_broker(request.into_inner().broker_id).await;
+        Ok(Response::new(WriteResponse { outcome: self.outcome(&result) }))
+    }
+
+    async fn set_replication_throttle(
+        &self,
+        request: Request<SetReplicationThrottleRequest>,
+    ) -> Result<Response<WriteResponse>, Status> {
+        let rate = request.into_inner().bytes_per_sec;
+        let result = self.controller.set_replication_throttle((rate > 0).then_some(rate)).await;
+        Ok(Response::new(WriteResponse { outcome: self.outcome(&result) }))
     }
 
     async fn describe_quorum(
