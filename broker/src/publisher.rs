@@ -52,6 +52,7 @@ pub fn apply(node: &Node, previous: Option<&MetadataImage>, image: &MetadataImag
                     isr: reg.isr.clone(),
                     partition_epoch: reg.partition_epoch,
                     adding: reg.adding.clone(),
+                    fenced: reg.replicas.iter().copied().filter(|r| !image.is_live(*r)).collect(),
                 };
                 if replica.is_leader() != leadership.is_leader {
                     tracing::info!(topic = %topic.name, partition = index, leader = leadership.is_leader, leader_epoch = leadership.leader_epoch, "leadership changed");

@@ -171,14 +171,28 @@ pub async fn delete_group(node: &Node, r: DeleteGroupRequest) -> Result<(), Stat
 }
 
 pub async fn reset_offsets(node: &Node, r: ResetGroupOffsetsRequest) -> Result<ResetGroupOffsetsResponse, Status> {
+    // The request is checked wherever it arrives, before it is passed on.
+    if r.group.is_empty() {
+        return Err(Status::invalid_argument("the group id is empty"));
+    }
+    let kind =
+        ResetKind::try_from(r.kind).map_err(|_| Status::invalid_argument(format!("unknown reset kind {}", r.kind)))?;
+    if kind == ResetKind::Offset && r.value < 0 {
+        return Err(Status::invalid_argument(format!("offset {} is negative", r.value)));
+    }
+    if kind == ResetKind::Timestamp && r.value < 0 {
+        return Err(Status::invalid_argument(format!("timestamp {} is before 1970", r.value)));
+    }
+    let topic =
+        node.catalog.get(&r.topic).ok_or_else(|| Status::not_found(format!("topic {} does not exist", r.topic)))?;
+    let unknown: BTreeSet<i32> = r.partitions.iter().copied().filter(|p| topic.partition(*p).is_none()).collect();
+    if !unknown.is_empty() {
+        return Err(Status::invalid_argument(format!("topic {} has no partition(s) {unknown:?}", r.topic)));
+    }
     if let Some(mut client) = route(node, &r.group, r.forwarded)? {
         let forwarded = ResetGroupOffsetsRequest { forwarded: true, ..r };
         return Ok(client.reset_group_offsets(forwarded).await?.into_inner());
     }
-    let kind =
-        ResetKind::try_from(r.kind).map_err(|_| Status::invalid_argument(format!("unknown reset kind {}", r.kind)))?;
-    let topic =
-        node.catalog.get(&r.topic).ok_or_else(|| Status::not_found(format!("topic {} does not exist", r.topic)))?;
     if let Some(d) = node.groups.describe(&r.group) {
         if !d.members.is_empty() {
             return Err(Status::failed_precondition(format!(
@@ -191,10 +205,6 @@ pub async fn reset_offsets(node: &Node, r: ResetGroupOffsetsRequest) -> Result<R
     }
     let partitions: Vec<i32> =
         if r.partitions.is_empty() { (0..topic.partition_count()).collect() } else { r.partitions.clone() };
-    let unknown: BTreeSet<i32> = partitions.iter().copied().filter(|p| topic.partition(*p).is_none()).collect();
-    if !unknown.is_empty() {
-        return Err(Status::invalid_argument(format!("topic {} has no partition(s) {unknown:?}", r.topic)));
-    }
     let wanted: Vec<(String, i32)> = partitions.iter().map(|p| (r.topic.clone(), *p)).collect();
     let earliest = peers::offsets(node, &wanted, ResetKind::Earliest, 0).await;
     let latest = peers::offsets(node, &wanted, ResetKind::Latest, 0).await;

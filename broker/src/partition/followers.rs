@@ -74,23 +74,34 @@ pub fn lagging(
         .collect()
 }
 
-/// Replicas outside the ISR that may rejoin: they have everything below the high watermark
-/// and below the start of the current leader epoch.
-pub fn caught_up(
-    replicas: &[i32],
-    isr: &[i32],
-    followers: &HashMap<i32, FollowerState>,
-    high_watermark: i64,
-    epoch_start_offset: i64,
-) -> Vec<i32> {
-    replicas
+/// What decides which replicas may rejoin the ISR.
+#[derive(Debug, Clone, Copy)]
+pub struct Rejoin<'a> {
+    pub replicas: &'a [i32],
+    pub isr: &'a [i32],
+    /// Replicas the metadata shows fenced (KIP-841): never proposed, whatever they fetched.
+    pub ineligible: &'a [i32],
+    pub high_watermark: i64,
+    pub epoch_start_offset: i64,
+    pub now_ms: i64,
+    /// A follower must have fetched within this window (`replica.lag.time.max.ms`): one that
+    /// stopped fetching does not rejoin on the strength of an old fetch.
+    pub max_lag_ms: i64,
+}
+
+/// Replicas outside the ISR that may rejoin: eligible, fetching, and holding everything below
+/// the high watermark and below the start of the current leader epoch.
+pub fn caught_up(rule: &Rejoin<'_>, followers: &HashMap<i32, FollowerState>) -> Vec<i32> {
+    rule.replicas
         .iter()
         .copied()
-        .filter(|r| !isr.contains(r))
+        .filter(|r| !rule.isr.contains(r) && !rule.ineligible.contains(r))
         .filter(|r| {
-            followers
-                .get(r)
-                .is_some_and(|f| f.log_end_offset >= high_watermark && f.log_end_offset >= epoch_start_offset)
+            followers.get(r).is_some_and(|f| {
+                f.log_end_offset >= rule.high_watermark
+                    && f.log_end_offset >= rule.epoch_start_offset
+                    && rule.now_ms - f.last_fetch_ms <= rule.max_lag_ms
+            })
         })
         .collect()
 }
@@ -122,9 +133,29 @@ mod tests {
         followers.get_mut(&1).expect("f").on_fetch(100, 500, 5_000);
         followers.get_mut(&1).expect("f").on_fetch(200, 900, 10_000);
         assert!(lagging(0, &[0, 1], &followers, 31_500, 30_000).contains(&1));
-        assert!(caught_up(&[0, 1], &[0], &followers, 300, 0).is_empty());
+        let rule = Rejoin {
+            replicas: &[0, 1],
+            isr: &[0],
+            ineligible: &[],
+            high_watermark: 300,
+            epoch_start_offset: 0,
+            now_ms: 40_000,
+            max_lag_ms: 30_000,
+        };
+        assert!(caught_up(&rule, &followers).is_empty());
         followers.get_mut(&1).expect("f").on_fetch(900, 900, 40_000);
-        assert_eq!(caught_up(&[0, 1], &[0], &followers, 300, 0), vec![1]);
-        assert!(caught_up(&[0, 1], &[0], &followers, 300, 1000).is_empty(), "not yet into the current epoch");
+        assert_eq!(caught_up(&rule, &followers), vec![1]);
+        assert!(
+            caught_up(&Rejoin { epoch_start_offset: 1000, ..rule }, &followers).is_empty(),
+            "not yet into the current epoch"
+        );
+        assert!(
+            caught_up(&Rejoin { ineligible: &[1], ..rule }, &followers).is_empty(),
+            "a fenced broker never rejoins"
+        );
+        assert!(
+            caught_up(&Rejoin { now_ms: 71_000, ..rule }, &followers).is_empty(),
+            "a follower that stopped fetching does not rejoin on an old fetch"
+        );
     }
 }

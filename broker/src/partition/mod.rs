@@ -93,6 +93,8 @@ pub struct Leadership {
     pub partition_epoch: i32,
     /// Replicas a reassignment is adding (their fetches may be throttled).
     pub adding: Vec<i32>,
+    /// Replicas on brokers the metadata shows fenced: they may not rejoin the ISR.
+    pub fenced: Vec<i32>,
 }
 
 impl Leadership {
@@ -106,6 +108,7 @@ impl Leadership {
             isr: vec![broker],
             partition_epoch: 0,
             adding: vec![],
+            fenced: vec![],
         }
     }
 
@@ -119,6 +122,7 @@ impl Leadership {
             isr: vec![],
             partition_epoch: -1,
             adding: vec![],
+            fenced: vec![],
         }
     }
 }

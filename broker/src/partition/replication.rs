@@ -330,13 +330,16 @@ impl Partition {
                 expanded: false,
             });
         }
-        let joining = followers::caught_up(
-            &l.replicas,
-            &l.isr,
-            &state.followers,
-            self.high_watermark(),
-            state.epoch_start_offset,
-        );
+        let rule = followers::Rejoin {
+            replicas: &l.replicas,
+            isr: &l.isr,
+            ineligible: &l.fenced,
+            high_watermark: self.high_watermark(),
+            epoch_start_offset: state.epoch_start_offset,
+            now_ms: now,
+            max_lag_ms,
+        };
+        let joining = followers::caught_up(&rule, &state.followers);
         if joining.is_empty() {
             return None;
         }

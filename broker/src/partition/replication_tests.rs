@@ -54,6 +54,7 @@ fn role(broker: i32, leader: i32, epoch: i32, isr: &[i32]) -> Leadership {
         isr: isr.to_vec(),
         partition_epoch: epoch,
         adding: vec![],
+        fenced: vec![],
     }
 }
 
