@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Third-party clients against a fresh Strom broker: kcat (librdkafka, as Debian ships it) and
 # kafka-python (a pure-Python client with its own protocol code), each as a producer, an
-# assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g').
+# assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g'); then
+# kafka-python's admin client moving a partition and electing leaders on three brokers.
 #
 # Installs what it needs if missing: kcat (and python3-venv, if a venv cannot be made) from
 # Debian's packages, and a venv at <repo>/.venv with kafka-python (pinned) plus the libraries
@@ -61,14 +62,21 @@ fi
 # --- broker ---------------------------------------------------------------------------------
 WORK=$(mktemp -d -t strom-clients-XXXXXX)
 BROKER_PID=
+CLUSTER_PIDS=()
+stop_pid() {
+  local pid=$1
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+}
 cleanup() {
   local rc=$?
-  if [[ -n "$BROKER_PID" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
-    kill -TERM "$BROKER_PID" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$BROKER_PID" 2>/dev/null || true
-    wait "$BROKER_PID" 2>/dev/null || true
-  fi
+  stop_pid "$BROKER_PID"
+  local pid
+  for pid in "${CLUSTER_PIDS[@]}"; do stop_pid "$pid"; done
   if [[ $rc -ne 0 || $FAILED -ne 0 ]]; then
     echo "----- strom log tail ($WORK/strom.log) -----"
     tail -n 40 "$WORK/strom.log" 2>/dev/null || true
@@ -228,6 +236,59 @@ fi
 
 if ! kill -0 "$BROKER_PID" 2>/dev/null; then
   fail "strom died during the client round trips"
+fi
+
+# --- partition reassignment and leader election (three brokers) -----------------------------
+# kafka-python's admin client drives AlterPartitionReassignments, ListPartitionReassignments
+# and ElectLeaders against a cluster of three `strom serve` processes sharing one quorum.
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))
+EOF
+}
+read -r -a PORTS <<<"$(free_ports 9)"
+VOTERS="0@127.0.0.1:${PORTS[1]},1@127.0.0.1:${PORTS[4]},2@127.0.0.1:${PORTS[7]}"
+CLUSTER_BOOTSTRAP=""
+for id in 0 1 2; do
+  kafka=${PORTS[$((id * 3))]} internal=${PORTS[$((id * 3 + 1))]} http=${PORTS[$((id * 3 + 2))]}
+  "$STROM_BIN" serve --node-id "$id" --data-dir "$WORK/cluster-$id" --voters "$VOTERS" \
+    --kafka-listen "127.0.0.1:$kafka" --internal-listen "127.0.0.1:$internal" --http-listen "127.0.0.1:$http" \
+    >"$WORK/cluster-$id.log" 2>&1 &
+  CLUSTER_PIDS+=($!)
+  CLUSTER_BOOTSTRAP+="${CLUSTER_BOOTSTRAP:+,}127.0.0.1:$kafka"
+done
+cluster_ready=1
+for id in 0 1 2; do
+  HTTP_PORT=${PORTS[$((id * 3 + 2))]}
+  deadline=$((SECONDS + 60))
+  until ready; do
+    if ((SECONDS > deadline)) || ! kill -0 "${CLUSTER_PIDS[$id]}" 2>/dev/null; then
+      cluster_ready=0
+      break
+    fi
+    sleep 0.1
+  done
+done
+if [[ $cluster_ready -ne 1 ]]; then
+  fail "kafka-python reassign: the three-broker cluster did not become ready: $(tail -n 5 "$WORK"/cluster-*.log | tr '\n' ' ')"
+else
+  set +e
+  timeout 300 "$VENV/bin/python" "$SCRIPTS/kafka_python_reassign.py" --bootstrap "$CLUSTER_BOOTSTRAP" \
+    >"$WORK/python-reassign.out" 2>"$WORK/python-reassign.err"
+  py_rc=$?
+  set -e
+  cat "$WORK/python-reassign.out"
+  py_pass=$(grep -c '^PASS ' "$WORK/python-reassign.out" || true)
+  py_fail=$(grep -c '^FAIL ' "$WORK/python-reassign.out" || true)
+  PASSED=$((PASSED + py_pass))
+  FAILED=$((FAILED + py_fail))
+  if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
+    fail "kafka-python reassign: the script exited with $py_rc: $(tail -n 5 "$WORK/python-reassign.err" | tr '\n' ' ')"
+  fi
 fi
 
 echo "clients: $PASSED passed, $FAILED failed"

@@ -16,7 +16,7 @@ use super::peers;
 use super::{controller_status, topic_status};
 use crate::metadata::controller::balancer::{self, BalanceError, BalanceRequest, BalancerBroker, PartitionLoad};
 use crate::metadata::controller::placement::{self, BrokerLoad, Candidate};
-use crate::metadata::controller::TopicSpec;
+use crate::metadata::controller::{ErrorKind, TopicSpec};
 use crate::metadata::image::{MetadataImage, TopicMetadata};
 use crate::node::{Node, CONTROLLER_TIMEOUT};
 
@@ -379,7 +379,11 @@ pub async fn elect_leaders(node: &Node, r: ElectLeadersRequest) -> Result<ElectL
             .map(|(topic, partition, e)| ElectionResult {
                 topic,
                 partition,
-                error: e.map(|(_, m)| m).unwrap_or_default(),
+                // A partition its preferred replica leads already is not a failure here.
+                error: match e {
+                    Some((ErrorKind::ElectionNotNeeded, _)) | None => String::new(),
+                    Some((_, message)) => message,
+                },
             })
             .collect(),
     })

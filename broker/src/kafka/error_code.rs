@@ -56,27 +56,26 @@ pub fn controller(e: &ClientError) -> i16 {
 
 /// The Kafka code of a controller error code.
 pub fn controller_code(code: ErrorKind) -> i16 {
-    let code = {
-        {
-            match code {
-                ErrorKind::TopicAlreadyExists => ResponseError::TopicAlreadyExists,
-                ErrorKind::UnknownTopic => ResponseError::UnknownTopicOrPartition,
-                ErrorKind::InvalidTopicName => ResponseError::InvalidTopicException,
-                ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
-                ErrorKind::InvalidReplicationFactor => ResponseError::InvalidReplicationFactor,
-                ErrorKind::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
-                ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
-                ErrorKind::NotController => ResponseError::NotController,
-                ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
-                ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
-                ErrorKind::InvalidUpdateVersion | ErrorKind::IneligibleReplica => ResponseError::InvalidRequest,
-                ErrorKind::None
-                | ErrorKind::DuplicateBrokerRegistration
-                | ErrorKind::StaleBrokerEpoch
-                | ErrorKind::BrokerNotRegistered
-                | ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
-            }
-        }
+    let code = match code {
+        ErrorKind::TopicAlreadyExists => ResponseError::TopicAlreadyExists,
+        ErrorKind::UnknownTopic => ResponseError::UnknownTopicOrPartition,
+        ErrorKind::InvalidTopicName => ResponseError::InvalidTopicException,
+        ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
+        ErrorKind::InvalidReplicationFactor => ResponseError::InvalidReplicationFactor,
+        ErrorKind::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
+        ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
+        ErrorKind::NotController => ResponseError::NotController,
+        ErrorKind::NotCommitted => ResponseError::RequestTimedOut,
+        ErrorKind::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+        ErrorKind::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
+        ErrorKind::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+        ErrorKind::IneligibleReplica => ResponseError::EligibleLeadersNotAvailable,
+        ErrorKind::InvalidUpdateVersion
+        | ErrorKind::None
+        | ErrorKind::DuplicateBrokerRegistration
+        | ErrorKind::StaleBrokerEpoch
+        | ErrorKind::BrokerNotRegistered
+        | ErrorKind::InvalidRequest => ResponseError::InvalidRequest,
     };
     code.code()
 }

@@ -40,11 +40,11 @@ pub async fn handle(node: &Node, req: ElectLeadersRequest, version: i16) -> Elec
         let mut p = PartitionResult::default();
         p.partition_id = partition;
         if let Some((code, message)) = error {
-            p.error_code = match code {
-                crate::metadata::controller::ErrorKind::IneligibleReplica => {
+            p.error_code = match (code, unclean) {
+                (crate::metadata::controller::ErrorKind::IneligibleReplica, false) => {
                     ResponseError::PreferredLeaderNotAvailable.code()
                 }
-                other => error_code::controller_code(other),
+                (other, _) => error_code::controller_code(other),
             };
             p.error_message = Some(str_bytes(&message));
         }

@@ -47,7 +47,7 @@ impl Controller {
                     None => {
                         if !p.is_reassigning() {
                             return fail(
-                                ErrorKind::InvalidRequest,
+                                ErrorKind::NoReassignmentInProgress,
                                 format!("{}-{} is not being reassigned", m.topic, m.partition),
                             );
                         }
@@ -160,12 +160,17 @@ impl Controller {
             };
             let result = match (&change, unclean) {
                 (Some(_), _) => Ok(()),
-                (None, false) if p.replicas.first() == Some(&p.leader) => Ok(()),
+                (None, false) if p.replicas.first() == Some(&p.leader) => fail(
+                    ErrorKind::ElectionNotNeeded,
+                    format!("{topic}-{index}: its preferred replica {} leads already", p.leader),
+                ),
                 (None, false) => fail(
                     ErrorKind::IneligibleReplica,
                     format!("{topic}-{index}: its preferred replica is not live and in sync"),
                 ),
-                (None, true) if p.leader >= 0 && image.is_live(p.leader) => Ok(()),
+                (None, true) if p.leader >= 0 && image.is_live(p.leader) => {
+                    fail(ErrorKind::ElectionNotNeeded, format!("{topic}-{index}: broker {} leads it already", p.leader))
+                }
                 (None, true) => fail(ErrorKind::IneligibleReplica, format!("{topic}-{index}: no replica is live")),
             };
             changes.extend(change);
