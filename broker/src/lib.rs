@@ -23,9 +23,10 @@
 //! - [`publisher`]: makes this broker what each new metadata image says (replicas opened and
 //!   removed, leadership, configs, coordinated groups, readiness).
 //! - [`lifecycle`]: registration and heartbeats with the active controller.
-//! - [`internal`]: the internal gRPC port (raft, controller calls).
+//! - [`internal`]: the internal gRPC port (raft, controller calls, replication, admin).
 //! - [`server`]: wires one node together and runs it until shutdown.
-//! - [`cli`]: the `strom` command line (`serve`, `dev`).
+//! - [`cli`]: the `strom` command line (`serve`, `dev`, and the admin commands `cluster`,
+//!   `topic`, `rebalance`, `broker`, `group` over the admin API).
 
 pub mod admin;
 pub mod cli;

@@ -28,8 +28,9 @@ pub struct ReplicationService {
     pub throttle: Arc<Throttle>,
 }
 
-/// A token bucket of bytes/s for the records sent to replicas being added by a reassignment,
-/// so moving data does not take the bandwidth client traffic needs. A one-second burst.
+/// A token bucket of bytes/s for the records sent to replicas being added by a reassignment
+/// that are not in sync yet, so moving data does not take the bandwidth client traffic needs.
+/// A one-second burst.
 #[derive(Debug, Default)]
 pub struct Throttle {
     state: parking_lot::Mutex<Option<(f64, std::time::Instant)>>,
@@ -86,11 +87,12 @@ impl ReplicationService {
                 continue;
             };
             let mut max_bytes = usize::try_from(p.max_bytes).unwrap_or(0).clamp(1, budget);
-            let throttled = self
-                .image
-                .borrow()
-                .replication_throttle
-                .filter(|_| replica.leadership().adding.contains(&req.replica_id));
+            let throttled = self.image.borrow().replication_throttle.filter(|_| {
+                // Only replicas still copying: one that joined the ISR holds back the high
+                // watermark, so throttling it would throttle the clients (Kafka's rule too).
+                let l = replica.leadership();
+                l.adding.contains(&req.replica_id) && !l.isr.contains(&req.replica_id)
+            });
             if let Some(rate) = throttled {
                 match self.throttle.allowance(rate) {
                     0 => {
@@ -195,5 +197,20 @@ impl Replication for ReplicationService {
                 return Ok(Response::new(FetchResponse { partitions }));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Throttle;
+
+    #[test]
+    fn the_throttle_allows_a_second_of_bytes_then_nothing_while_in_debt() {
+        let throttle = Throttle::default();
+        assert_eq!(throttle.allowance(1000), 1000, "a one-second burst to begin with");
+        // A whole batch larger than the allowance is still sent, and the bucket goes into debt.
+        throttle.spend(5000);
+        assert_eq!(throttle.allowance(1000), 0, "nothing while in debt");
+        assert_eq!(throttle.allowance(1000), 0);
     }
 }
