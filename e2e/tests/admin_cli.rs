@@ -136,6 +136,21 @@ fn a_stopped_group_is_reset_to_a_timestamp_and_its_next_consumer_rereads_from_th
     let lagging = cli_json(&cluster, &["group", "describe", "billing"]);
     assert!(lagging["offsets"].as_array().expect("offsets").iter().all(|o| o["lag"].as_i64() == Some(15)), "{lagging}");
 
+    // The other kinds of reset, as dry runs from the offsets just committed (20 of 35 each).
+    let dry_offsets = |args: &[&str]| -> Vec<Option<i64>> {
+        let mut all = vec!["group", "reset-offsets", "billing", "--topic", "events", "--dry-run"];
+        all.extend_from_slice(args);
+        let answer = cli_json(&cluster, &all);
+        answer["offsets"].as_array().expect("offsets").iter().map(|o| o["committed_offset"].as_i64()).collect()
+    };
+    assert_eq!(dry_offsets(&["--to-earliest"]), vec![Some(0); 3]);
+    assert_eq!(dry_offsets(&["--to-latest"]), vec![Some(35); 3]);
+    assert_eq!(dry_offsets(&["--to-offset", "7", "--partitions", "1"]), vec![Some(7)]);
+    assert_eq!(dry_offsets(&["--shift-by", "-5"]), vec![Some(15); 3]);
+    assert_eq!(dry_offsets(&["--shift-by", "100"]), vec![Some(35); 3], "clamped to the log end");
+    assert_eq!(dry_offsets(&["--to-offset", "1000"]), vec![Some(35); 3], "clamped to the log end");
+    wait_for_committed(&bootstrap, "billing", "events", &want);
+
     let mut second = member(&bootstrap, "billing", "billing-2", "events", Assignor::Range);
     wait_until_received(&[&second], &[], &after, "the next consumer");
     let reread = values_of(&second.records());
@@ -148,6 +163,45 @@ fn a_stopped_group_is_reset_to_a_timestamp_and_its_next_consumer_rereads_from_th
     cli(&cluster, &["group", "delete", "billing"]).success().expect("delete the empty group");
     let gone = cli(&cluster, &["group", "describe", "billing"]);
     assert_eq!(gone.code, 3, "{gone:?}");
+}
+
+#[test]
+fn unhealthy_partitions_are_listed_and_preferred_leaders_are_elected_through_the_cli() {
+    let mut cluster = three_brokers();
+    cli(&cluster, &["topic", "create", "health", "-p", "6", "-r", "3"]).success().expect("create");
+    cluster.wait_fully_replicated(&[0], "health", 3, SETTLE).expect("replicated");
+    cluster.brokers[2].kill().expect("SIGKILL broker 2");
+    let described = e2e::cluster::wait_until(SETTLE, || {
+        let d = cli_json(&cluster, &["cluster", "describe"]);
+        anyhow::ensure!(d["cluster"]["under_replicated_partitions"].as_i64().unwrap_or(0) >= 6, "{d}");
+        Ok(d)
+    })
+    .expect("the partitions without broker 2 are under-replicated");
+    let listed: Vec<&str> = described["unhealthy"]["under_replicated_topics"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(listed.iter().filter(|t| **t == "health").count(), 6, "{described}");
+    let brokers = described["cluster"]["brokers"].as_array().expect("brokers");
+    assert!(brokers.iter().any(|b| b["id"] == 2 && b["live"] == false), "broker 2 shows as not live: {described}");
+
+    cluster.brokers[2].start().expect("restart broker 2");
+    cluster.wait_fully_replicated(&[0], "health", 3, SETTLE).expect("in sync again");
+    let view = cluster.metadata_of(0).expect("metadata");
+    let moved = view.topics["health"].partitions.iter().filter(|p| p.leader != p.replicas[0]).count();
+    assert!(moved > 0, "broker 2's leaderships went elsewhere while it was down");
+    let elected = cli(&cluster, &["cluster", "elect-leaders", "--topic", "health"]).success().expect("elect");
+    assert!(elected.stdout.contains("6 partition(s) checked, 0 not elected"), "{}", elected.stdout);
+    e2e::cluster::wait_until(SETTLE, || {
+        let view = cluster.metadata_of(1)?;
+        for (i, p) in view.topics["health"].partitions.iter().enumerate() {
+            anyhow::ensure!(p.leader == p.replicas[0], "health-{i} led by {} not {}", p.leader, p.replicas[0]);
+        }
+        Ok(())
+    })
+    .expect("every partition led by its preferred replica");
 }
 
 /// What bad input must not change: every topic, its partitions and configs, and the brokers.

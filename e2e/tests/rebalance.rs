@@ -245,3 +245,39 @@ fn a_reassignment_interrupted_by_a_controller_sigkill_is_finished_by_the_next_co
     assert_eq!(got.len(), records.len(), "every record is still there");
     assert!(records.iter().all(|(_, v)| got.contains(v)), "the same records");
 }
+
+#[test]
+fn cancelling_a_throttled_move_returns_partitions_to_their_original_replicas() {
+    let mut cluster = cluster(4, &[3]);
+    create(&mut cluster, "undone", 4, 2);
+    let value = "y".repeat(1000);
+    let records: Vec<(i32, String)> = (0..6000).map(|i| (i % 4, format!("{i:06}-{value}"))).collect();
+    clients::produce_to_partitions(&cluster.bootstrap_running(), "undone", &records).expect("produce");
+    let before = cluster.metadata_of(0).expect("metadata").topics["undone"].clone();
+    cluster.broker(3).start().expect("start broker 3");
+
+    json(&mut cluster, 0, &["rebalance", "execute", "--add-brokers", "3", "--throttle", "64KiB", "--no-wait"]);
+    let moving = json(&mut cluster, 1, &["rebalance", "status"]);
+    assert!(moving["partitions_remaining"].as_i64().unwrap_or(0) > 0, "moving: {moving}");
+    let listed = run(&mut cluster, 2, &["topic", "describe", "undone"]).success().expect("describe");
+    assert!(listed.stdout.contains("ADDING"), "{}", listed.stdout);
+
+    let cancelled = json(&mut cluster, 0, &["rebalance", "cancel"]);
+    assert_eq!(cancelled["partitions_remaining"].as_i64().unwrap_or(0), 0, "{cancelled}");
+    let after = cluster.wait_fully_replicated(&[1], "undone", 2, SETTLE).expect("in sync");
+    for (i, (was, now)) in before.partitions.iter().zip(&after.topics["undone"].partitions).enumerate() {
+        let mut a = was.replicas.clone();
+        let mut b = now.replicas.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "undone-{i} is back on its original replicas");
+    }
+    wait_until(SETTLE, || {
+        let d = json(&mut cluster, 0, &["cluster", "describe"]);
+        anyhow::ensure!(per_broker(&d).get(&3).map(|c| c.0) == Some(0), "broker 3 still holds replicas: {d}");
+        Ok(())
+    })
+    .expect("broker 3 holds nothing once cancelled");
+    let read = clients::read_to_end(&cluster.bootstrap_running(), "undone", Duration::from_secs(120)).expect("read");
+    assert_eq!(values_of(&read).len(), records.len(), "every record is still there");
+}
