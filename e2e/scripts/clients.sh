@@ -167,19 +167,28 @@ for codec in none gzip snappy lz4 zstd; do
 done
 
 # --- kafka-python ---------------------------------------------------------------------------
-set +e
-"$VENV/bin/python" "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" roundtrip \
-  --records 10000 --codecs none,gzip,snappy,lz4,zstd >"$WORK/python.out" 2>"$WORK/python.err"
-py_rc=$?
-set -e
-cat "$WORK/python.out"
-py_pass=$(grep -c '^PASS ' "$WORK/python.out" || true)
-py_fail=$(grep -c '^FAIL ' "$WORK/python.out" || true)
-PASSED=$((PASSED + py_pass))
-FAILED=$((FAILED + py_fail))
-if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
-  fail "kafka-python: the script exited with $py_rc: $(tail -n 5 "$WORK/python.err" | tr '\n' ' ')"
-fi
+# Runs one kafka-python script (NAME, then its arguments) under a 300 s limit, prints its
+# PASS/FAIL lines and counts them; a script that dies without a FAIL line counts as one.
+run_python_check() {
+  local name=$1 out="$WORK/python-$1.out" err="$WORK/python-$1.err" rc
+  shift
+  set +e
+  timeout 300 "$VENV/bin/python" "$@" >"$out" 2>"$err"
+  rc=$?
+  set -e
+  cat "$out"
+  local passed failed
+  passed=$(grep -c '^PASS ' "$out" || true)
+  failed=$(grep -c '^FAIL ' "$out" || true)
+  PASSED=$((PASSED + passed))
+  FAILED=$((FAILED + failed))
+  if [[ $rc -ne 0 && $failed -eq 0 ]]; then
+    fail "kafka-python $name: the script exited with $rc: $(tail -n 5 "$err" | tr '\n' ' ')"
+  fi
+}
+
+run_python_check roundtrip "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" roundtrip \
+  --records 10000 --codecs none,gzip,snappy,lz4,zstd
 
 # --- consumer groups ------------------------------------------------------------------------
 # kcat -G is librdkafka's balanced consumer (subscribe; the broker coordinates the group). It
@@ -220,19 +229,7 @@ kcat_group() {
 
 kcat_group
 
-set +e
-"$VENV/bin/python" "$SCRIPTS/kafka_python_group.py" --bootstrap "$BOOTSTRAP" group \
-  >"$WORK/python-group.out" 2>"$WORK/python-group.err"
-py_rc=$?
-set -e
-cat "$WORK/python-group.out"
-py_pass=$(grep -c '^PASS ' "$WORK/python-group.out" || true)
-py_fail=$(grep -c '^FAIL ' "$WORK/python-group.out" || true)
-PASSED=$((PASSED + py_pass))
-FAILED=$((FAILED + py_fail))
-if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
-  fail "kafka-python group: the script exited with $py_rc: $(tail -n 5 "$WORK/python-group.err" | tr '\n' ' ')"
-fi
+run_python_check group "$SCRIPTS/kafka_python_group.py" --bootstrap "$BOOTSTRAP" group
 
 if ! kill -0 "$BROKER_PID" 2>/dev/null; then
   fail "strom died during the client round trips"
@@ -276,19 +273,7 @@ done
 if [[ $cluster_ready -ne 1 ]]; then
   fail "kafka-python reassign: the three-broker cluster did not become ready: $(tail -n 5 "$WORK"/cluster-*.log | tr '\n' ' ')"
 else
-  set +e
-  timeout 300 "$VENV/bin/python" "$SCRIPTS/kafka_python_reassign.py" --bootstrap "$CLUSTER_BOOTSTRAP" \
-    >"$WORK/python-reassign.out" 2>"$WORK/python-reassign.err"
-  py_rc=$?
-  set -e
-  cat "$WORK/python-reassign.out"
-  py_pass=$(grep -c '^PASS ' "$WORK/python-reassign.out" || true)
-  py_fail=$(grep -c '^FAIL ' "$WORK/python-reassign.out" || true)
-  PASSED=$((PASSED + py_pass))
-  FAILED=$((FAILED + py_fail))
-  if [[ $py_rc -ne 0 && $py_fail -eq 0 ]]; then
-    fail "kafka-python reassign: the script exited with $py_rc: $(tail -n 5 "$WORK/python-reassign.err" | tr '\n' ' ')"
-  fi
+  run_python_check reassign "$SCRIPTS/kafka_python_reassign.py" --bootstrap "$CLUSTER_BOOTSTRAP"
 fi
 
 echo "clients: $PASSED passed, $FAILED failed"
