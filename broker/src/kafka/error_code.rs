@@ -80,6 +80,15 @@ pub fn controller_code(code: ErrorKind) -> i16 {
     code.code()
 }
 
+/// A partition's ElectLeaders outcome: a preferred election that found its preferred replica
+/// ineligible is PREFERRED_LEADER_NOT_AVAILABLE, as Kafka answers.
+pub fn election(code: ErrorKind, unclean: bool) -> i16 {
+    match (code, unclean) {
+        (ErrorKind::IneligibleReplica, false) => ResponseError::PreferredLeaderNotAvailable.code(),
+        (other, _) => controller_code(other),
+    }
+}
+
 pub fn topic_op(e: &TopicOpError) -> i16 {
     match e {
         TopicOpError::Controller(c) => controller(c),

@@ -40,12 +40,7 @@ pub async fn handle(node: &Node, req: ElectLeadersRequest, version: i16) -> Elec
         let mut p = PartitionResult::default();
         p.partition_id = partition;
         if let Some((code, message)) = error {
-            p.error_code = match (code, unclean) {
-                (crate::metadata::controller::ErrorKind::IneligibleReplica, false) => {
-                    ResponseError::PreferredLeaderNotAvailable.code()
-                }
-                (other, _) => error_code::controller_code(other),
-            };
+            p.error_code = error_code::election(code, unclean);
             p.error_message = Some(str_bytes(&message));
         }
         match resp.replica_election_results.iter_mut().find(|r| r.topic.as_str() == topic) {
