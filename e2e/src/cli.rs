@@ -1,14 +1,14 @@
 //! Running the `strom` admin CLI the way a script would: a child process with `--admin`
 //! pointing at one broker's internal port, its exit code, stdout and stderr.
 
-use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::broker::strom_bin;
+use crate::process::{run_to_end, Finished};
 
 /// How long one CLI run may take before the test gives up on it (and kills it).
 pub const CLI_DEADLINE: Duration = Duration::from_secs(300);
@@ -50,38 +50,13 @@ pub fn strom(admin: SocketAddr, args: &[&str]) -> Result<CliRun> {
     let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     all.extend(["--admin".to_string(), admin.to_string()]);
     let mut cmd = Command::new(&bin);
-    cmd.args(&all).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(&all);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("STROM_") {
             cmd.env_remove(&key);
         }
     }
-    let mut child = cmd.spawn().with_context(|| format!("spawn {} {}", bin.display(), all.join(" ")))?;
-    let mut stdout_pipe = child.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?;
-    let mut stderr_pipe = child.stderr.take().ok_or_else(|| anyhow!("no stderr pipe"))?;
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout_pipe.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr_pipe.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + CLI_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().context("wait for strom")? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("strom {} did not finish within {CLI_DEADLINE:?}", all.join(" "));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let stdout = out.join().map_err(|_| anyhow!("stdout reader panicked"))?;
-    let stderr = err.join().map_err(|_| anyhow!("stderr reader panicked"))?;
-    Ok(CliRun { args: all, code: status.code().unwrap_or(-1), stdout, stderr })
+    let what = format!("strom {}", all.join(" "));
+    let Finished { code, stdout, stderr } = run_to_end(cmd, &what, CLI_DEADLINE)?;
+    Ok(CliRun { args: all, code, stdout, stderr })
 }

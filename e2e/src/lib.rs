@@ -11,6 +11,9 @@
 //!   and learners), each broker's Metadata normalised for comparison, the agreed controller,
 //!   metrics, and a polling `wait_until`.
 //! - [`cli`]: running the `strom` admin CLI as a child process (exit code, stdout, stderr).
+//! - [`kafka`]: Apache Kafka's own tools (kafka-topics, kafka-consumer-groups, ...) and a small
+//!   Java client program, on jars `e2e/kafka/kafka.sh` fetches from Maven Central.
+//! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
@@ -32,6 +35,8 @@ pub mod cli;
 pub mod clients;
 pub mod cluster;
 pub mod groups;
+pub mod kafka;
+pub mod process;
 pub mod proxy;
 pub mod segment;
 pub mod wire;

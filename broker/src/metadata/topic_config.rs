@@ -74,6 +74,23 @@ fn int_at_least(v: &str, min: i32) -> Result<(), String> {
     Ok(())
 }
 
+/// Kafka's `*.replication.throttled.replicas` syntax: empty, `*`, or `partition:broker,...`.
+fn throttled_replicas(v: &str) -> Result<(), String> {
+    if v.is_empty() || v.trim() == "*" {
+        return Ok(());
+    }
+    for item in v.split(',') {
+        let ok = item
+            .trim()
+            .split_once(':')
+            .is_some_and(|(p, b)| p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok());
+        if !ok {
+            return Err(format!("{item:?} is not partition:broker (the list is \"*\" or partition:broker,...)"));
+        }
+    }
+    Ok(())
+}
+
 /// Every topic config key Strom accepts.
 pub const TOPIC_CONFIGS: &[ConfigDef] = &[
     ConfigDef {
@@ -118,11 +135,25 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         doc: "fsync the log when this many milliseconds passed since the last fsync.",
     },
     ConfigDef {
+        name: "follower.replication.throttled.replicas",
+        kind: ConfigType::String,
+        default: |_| String::new(),
+        check: throttled_replicas,
+        doc: "Kafka's list of throttled follower replicas (\"*\" or partition:broker,...). Accepted for Kafka's tools; Strom throttles every added replica that is not yet in sync, listed or not.",
+    },
+    ConfigDef {
         name: "index.interval.bytes",
         kind: ConfigType::Int,
         default: |b| b.log_index_interval_bytes.to_string(),
         check: |v| int_at_least(v, 0),
         doc: "Bytes of log between two offset-index entries.",
+    },
+    ConfigDef {
+        name: "leader.replication.throttled.replicas",
+        kind: ConfigType::String,
+        default: |_| String::new(),
+        check: throttled_replicas,
+        doc: "Kafka's list of throttled leader replicas (\"*\" or partition:broker,...). Accepted for Kafka's tools; Strom throttles every added replica that is not yet in sync, listed or not.",
     },
     ConfigDef {
         name: "max.message.bytes",
@@ -394,5 +425,9 @@ mod tests {
         assert!(validate_entry("cleanup.policy", "shred").is_err());
         assert!(validate_entry("min.cleanable.dirty.ratio", "1.5").is_err());
         assert!(validate_entry("retention.ms", "-1").is_ok());
+        assert!(validate_entry("leader.replication.throttled.replicas", "*").is_ok());
+        assert!(validate_entry("leader.replication.throttled.replicas", "0:1, 1:2").is_ok());
+        assert!(validate_entry("follower.replication.throttled.replicas", "").is_ok());
+        assert!(validate_entry("follower.replication.throttled.replicas", "0-1").is_err());
     }
 }

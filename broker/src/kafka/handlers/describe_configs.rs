@@ -10,9 +10,10 @@ use crate::metadata::topic_config::{self, ConfigType};
 use crate::node::Node;
 
 use super::create_topics::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC};
-use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{broker_configs, str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 
 const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
 
 struct Entry {
     name: String,
@@ -47,7 +48,20 @@ pub fn handle(node: &Node, req: DescribeConfigsRequest, version: i16) -> Describ
             },
             RESOURCE_BROKER => {
                 if name.is_empty() || name == node.config.node_id.to_string() {
-                    Ok(broker_entries(&node.config))
+                    let mut entries = broker_entries(&node.config);
+                    if let Some(rate) = node.catalog.image().replication_throttle {
+                        for key in [broker_configs::LEADER_RATE, broker_configs::FOLLOWER_RATE] {
+                            entries.push(Entry {
+                                name: key.to_string(),
+                                value: rate.to_string(),
+                                read_only: false,
+                                source: SOURCE_DYNAMIC_BROKER,
+                                kind: ConfigType::Long,
+                                doc: "The cluster-wide replication throttle for replicas being added (bytes/s).",
+                            });
+                        }
+                    }
+                    Ok(entries)
                 } else {
                     Err((
                         ResponseError::InvalidRequest.code(),

@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) on a topic's
-//! overrides; APPEND/SUBTRACT only for list-valued keys (cleanup.policy).
+//! overrides; APPEND/SUBTRACT only for list-valued keys (cleanup.policy). On a broker, only
+//! the replication throttle rates ([`broker_configs`]).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -8,7 +9,8 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use crate::metadata::topic_config;
 use crate::node::Node;
 
-use super::alter_configs::{apply_topic_configs, static_broker_configs};
+use super::alter_configs::apply_topic_configs;
+use super::broker_configs;
 use super::{str_bytes, RESOURCE_BROKER, RESOURCE_TOPIC};
 
 const SET: i8 = 0;
@@ -44,7 +46,18 @@ pub async fn handle(node: &Node, req: IncrementalAlterConfigsRequest) -> Increme
                     }
                 }
             },
-            RESOURCE_BROKER => Err(static_broker_configs()),
+            RESOURCE_BROKER => {
+                let values: Vec<Option<String>> =
+                    resource.configs.iter().map(|c| c.value.as_ref().map(|v| v.to_string())).collect();
+                let keys: Vec<String> = resource.configs.iter().map(|c| c.name.to_string()).collect();
+                let ops: Vec<_> = resource
+                    .configs
+                    .iter()
+                    .zip(keys.iter().zip(&values))
+                    .map(|(c, (k, v))| (k.as_str(), c.config_operation, v.as_deref()))
+                    .collect();
+                broker_configs::alter(node, &name, &ops, req.validate_only).await
+            }
             other => Err((ResponseError::InvalidRequest.code(), format!("resource type {other} is not supported"))),
         };
         if let Err((code, message)) = outcome {

@@ -4,6 +4,7 @@
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
+pub mod broker_configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

@@ -59,7 +59,7 @@ impl Controller {
             return fail(ErrorKind::InvalidTopicName, e.to_string());
         }
         if image.topic(&spec.name).is_some() {
-            return fail(ErrorKind::TopicAlreadyExists, format!("topic {} already exists", spec.name));
+            return fail(ErrorKind::TopicAlreadyExists, format!("Topic '{}' already exists.", spec.name));
         }
         if let Err(e) = topic_config::validate(&spec.configs) {
             return fail(ErrorKind::InvalidConfig, e.to_string());
