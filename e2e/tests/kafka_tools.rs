@@ -425,3 +425,60 @@ fn kafka_reassign_partitions_and_leader_election_move_replicas_and_leaders() {
         kafka(&cluster, "leader-election", &["--election-type", "preferred", "--topic", "nope", "--partition", "0"]);
     assert!(unknown.code != 0 && unknown.output().contains("nope-0"), "{unknown}");
 }
+
+/// kafka-metadata-quorum `describe --status` fields: name → value.
+fn quorum_status(cluster: &Cluster) -> BTreeMap<String, String> {
+    let status = ok(cluster, "metadata-quorum", &["describe", "--status"]);
+    status
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn kafka_metadata_quorum_describes_voters_observers_and_a_new_leader() {
+    let mut cluster = Cluster::start(ClusterSpec::new(4, 3)).expect("3 voters and a learner");
+    let controller = cluster.agreed_controller(SETTLE).expect("a controller");
+    let status = quorum_status(&cluster);
+    assert_eq!(status["LeaderId"], controller.to_string(), "{status:?}");
+    assert_eq!(status["ClusterId"], cluster.metadata_of(0).expect("metadata").cluster_id.unwrap_or_default());
+    assert!(status["HighWatermark"].parse::<i64>().expect("a number") > 0, "{status:?}");
+    for id in 0..3 {
+        assert!(status["CurrentVoters"].contains(&format!("\"id\": {id}")), "{status:?}");
+    }
+    assert!(
+        status["CurrentObservers"].contains("\"id\": 3") && !status["CurrentVoters"].contains("\"id\": 3"),
+        "{status:?}"
+    );
+
+    let replication = wait_until(SETTLE, || {
+        let run = ok(&cluster, "metadata-quorum", &["describe", "--replication"]);
+        let rows: BTreeMap<String, Vec<String>> = run
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.split('\t').map(|c| c.trim().to_string()).collect::<Vec<_>>())
+            .map(|r| (r[0].clone(), r))
+            .collect();
+        anyhow::ensure!(rows.len() == 4 && rows.values().all(|r| r[3] == "0"), "not all caught up: {run}");
+        Ok(rows)
+    })
+    .expect("every member caught up");
+    assert_eq!(replication[&controller.to_string()][6], "Leader", "{replication:?}");
+    assert_eq!(replication["3"][6], "Observer", "{replication:?}");
+    let followers = replication.values().filter(|r| r[6] == "Follower").count();
+    assert_eq!(followers, 2, "{replication:?}");
+
+    let epoch: i64 = status["LeaderEpoch"].parse().expect("epoch");
+    cluster.broker(controller).kill().expect("SIGKILL the controller");
+    let next = wait_until(SETTLE, || {
+        let s = quorum_status(&cluster);
+        let leader: i32 = s["LeaderId"].parse()?;
+        anyhow::ensure!(leader != controller && leader >= 0, "still {leader}");
+        Ok(s)
+    })
+    .expect("a new leader");
+    assert!(next["LeaderEpoch"].parse::<i64>().expect("epoch") > epoch, "{next:?}");
+}

@@ -5,7 +5,7 @@
 //! must be left out, not make the broker drop the connection.
 //!
 //! For the client-facing APIs (ApiVersions, Metadata, Produce, Fetch, ListOffsets,
-//! DescribeConfigs, InitProducerId, DescribeCluster) each advertised version that the
+//! DescribeConfigs, InitProducerId, DescribeCluster, DescribeQuorum) each advertised version that the
 //! `kafka-protocol` crate can encode is sent once on a raw connection with a meaningful request
 //! (a real topic with records in it), and the answer must decode at that version and report
 //! no error.
@@ -30,9 +30,9 @@ use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    DescribeConfigsRequest, DescribeConfigsResponse, DescribeQuorumRequest, DescribeQuorumResponse, FetchRequest,
+    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -218,6 +218,19 @@ fn describe_cluster_at(conn: &mut Conn, v: i16) -> Result<()> {
     check(r.brokers.len() == 1, || format!("{} brokers", r.brokers.len()))
 }
 
+fn describe_quorum_at(conn: &mut Conn, v: i16) -> Result<()> {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    let topic = TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)]);
+    let request = DescribeQuorumRequest::default().with_topics(vec![topic]);
+    let r: DescribeQuorumResponse = conn.call(ApiKey::DescribeQuorum, v, &request)?;
+    check(r.error_code == 0, || format!("error {}", r.error_code))?;
+    let p = r.topics.first().and_then(|t| t.partitions.first()).ok_or_else(|| anyhow!("no partition"))?;
+    check(p.error_code == 0 && *p.leader_id == 0, || format!("error {} leader {:?}", p.error_code, p.leader_id))?;
+    check(p.current_voters.len() == 1 && p.high_watermark > 0, || format!("{p:?}"))
+}
+
 #[test]
 fn every_advertised_version_of_the_client_apis_is_answered() {
     let broker = BrokerProcess::start_default().expect("start broker");
@@ -259,6 +272,7 @@ fn every_advertised_version_of_the_client_apis_is_answered() {
         ApiKey::DescribeConfigs,
         ApiKey::InitProducerId,
         ApiKey::DescribeCluster,
+        ApiKey::DescribeQuorum,
     ] {
         let Some(&(min, max)) = advertised.get(&(key as i16)) else {
             failures.push(format!("{key:?} is not advertised"));
@@ -282,6 +296,7 @@ fn every_advertised_version_of_the_client_apis_is_answered() {
                 ApiKey::ListOffsets => list_offsets_at(&mut conn, v),
                 ApiKey::DescribeConfigs => describe_configs_at(&mut conn, v),
                 ApiKey::InitProducerId => init_producer_id_at(&mut conn, v),
+                ApiKey::DescribeQuorum => describe_quorum_at(&mut conn, v),
                 _ => describe_cluster_at(&mut conn, v),
             };
             match outcome {

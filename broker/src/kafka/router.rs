@@ -8,10 +8,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
     CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest, ElectLeadersRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -154,6 +155,12 @@ async fn dispatch(
             version,
             c,
             &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)).await,
+        ),
+        ApiKey::DescribeQuorum => encode(
+            key,
+            version,
+            c,
+            &handlers::describe_quorum::handle(node, req!(DescribeQuorumRequest), version).await,
         ),
         ApiKey::ElectLeaders => {
             encode(key, version, c, &handlers::elect_leaders::handle(node, req!(ElectLeadersRequest), version).await)

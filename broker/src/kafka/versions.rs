@@ -50,6 +50,7 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::ElectLeaders, "ElectLeaders", 0, 2),
     api(ApiKey::AlterPartitionReassignments, "AlterPartitionReassignments", 0, 0),
     api(ApiKey::ListPartitionReassignments, "ListPartitionReassignments", 0, 0),
+    api(ApiKey::DescribeQuorum, "DescribeQuorum", 0, 2),
     api(ApiKey::DescribeCluster, "DescribeCluster", 0, 1),
 ];
 

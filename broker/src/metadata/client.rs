@@ -14,8 +14,8 @@ use strom_proto::controller::controller_client::ControllerClient as Grpc;
 use strom_proto::controller::{
     AllocateProducerIdsRequest, AlterPartitionRequest, AlterTopicConfigsRequest, BrokerHeartbeatRequest,
     CancelAllReassignmentsRequest, CreatePartitionsRequest, CreateTopicRequest, DeleteTopicRequest,
-    ElectLeadersRequest, ErrorCode, Outcome, PartitionTarget, ReassignRequest, RegisterBrokerRequest, Replicas,
-    SetReplicationThrottleRequest, UnregisterBrokerRequest,
+    DescribeQuorumRequest, DescribeQuorumResponse, ElectLeadersRequest, ErrorCode, Outcome, PartitionTarget,
+    ReassignRequest, RegisterBrokerRequest, Replicas, SetReplicationThrottleRequest, UnregisterBrokerRequest,
 };
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -378,6 +378,20 @@ impl ControllerClient {
             c.set_replication_throttle(req).await.map(|r| r.map(|r| ((), r.outcome)))
         })
         .await
+    }
+
+    /// The quorum as the raft leader sees it (KRaft's DescribeQuorum).
+    pub async fn describe_quorum(&self, timeout: Duration) -> Result<DescribeQuorumResponse, ClientError> {
+        let (resp, _) = self
+            .call("DescribeQuorum", timeout, |mut c| async move {
+                c.describe_quorum(DescribeQuorumRequest { from_leader: true }).await.map(|r| {
+                    let r = r.into_inner();
+                    let outcome = r.outcome.clone();
+                    tonic::Response::new((r, outcome))
+                })
+            })
+            .await?;
+        Ok(resp)
     }
 
     /// A block of producer ids: `(first, count)`.

@@ -165,7 +165,7 @@ impl Metadata {
         for (id, addr) in self.voters.iter().filter(|(id, _)| *id != self.node_id) {
             let Ok(channel) = self.channels.get(addr) else { continue };
             let mut client = QuorumClient::new(channel);
-            let call = client.describe_quorum(DescribeQuorumRequest {});
+            let call = client.describe_quorum(DescribeQuorumRequest { from_leader: false });
             if let Ok(Ok(resp)) = tokio::time::timeout(Duration::from_secs(1), call).await {
                 let q = resp.into_inner();
                 if q.applied_index > 0 || !q.cluster_id.is_empty() {

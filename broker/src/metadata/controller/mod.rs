@@ -132,6 +132,19 @@ pub struct QuorumDescription {
     pub learners: Vec<i32>,
     pub registered: Vec<i32>,
     pub applied_index: u64,
+    /// What only the raft leader knows (None on other nodes).
+    pub replication: Option<QuorumReplication>,
+}
+
+/// The leader's view of its log and every member's (KRaft's DescribeQuorum figures, in raft
+/// log positions: an "offset" is the index after the last entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumReplication {
+    pub log_end_offset: i64,
+    /// Entries applied by the leader, all of them committed.
+    pub high_watermark: i64,
+    /// (member, log end offset or -1 while the leader has not matched it yet).
+    pub members: Vec<(i32, i64)>,
 }
 
 /// The controller role of one broker (active only while its raft is leader).
@@ -183,7 +196,7 @@ impl Controller {
         self.active.load(Ordering::Acquire)
     }
 
-    fn not_controller(&self) -> ControllerError {
+    pub(crate) fn not_controller(&self) -> ControllerError {
         let hint = self.leader().filter(|l| *l != self.config.me);
         ControllerError {
             code: ErrorKind::NotController,
@@ -474,7 +487,23 @@ impl Controller {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
+        let end = |index: Option<u64>| index.map_or(0, |i| i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1));
+        let replication = (m.state == ServerState::Leader).then(|| QuorumReplication {
+            log_end_offset: end(m.last_log_index),
+            high_watermark: end(m.last_applied.map(|l| l.index)),
+            members: m
+                .replication
+                .iter()
+                .flatten()
+                .map(|(id, matched)| {
+                    let offset =
+                        if *id == m.id { end(m.last_log_index) } else { matched.map_or(-1, |l| end(Some(l.index))) };
+                    (broker_id(*id), offset)
+                })
+                .collect(),
+        });
         QuorumDescription {
+            replication,
             cluster_id: image.cluster_id.clone(),
             leader: m.current_leader.map(broker_id),
             term: m.current_term,

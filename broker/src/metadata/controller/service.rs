@@ -12,14 +12,14 @@ use strom_proto::controller::{
     AlterTopicConfigsRequest, BrokerHeartbeatRequest, BrokerHeartbeatResponse, CancelAllReassignmentsRequest,
     CreatePartitionsRequest, CreateTopicRequest, CreateTopicResponse, DeleteTopicRequest, DescribeQuorumRequest,
     DescribeQuorumResponse, ElectLeadersRequest, ErrorCode, Outcome, PartitionResult, PartitionResults,
-    ReassignRequest, RegisterBrokerRequest, RegisterBrokerResponse, Replicas, SetReplicationThrottleRequest,
-    UnregisterBrokerRequest, WriteResponse,
+    QuorumReplicaState, ReassignRequest, RegisterBrokerRequest, RegisterBrokerResponse, Replicas,
+    SetReplicationThrottleRequest, UnregisterBrokerRequest, WriteResponse,
 };
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use super::moves::{PartitionOutcome, Reassignment};
-use super::{AlterPartition, Controller, ControllerError, Registration, TopicSpec};
+use super::{AlterPartition, Controller, ControllerError, QuorumReplication, Registration, TopicSpec};
 use crate::metadata::command::Endpoint;
 
 /// Serves the controller calls of this broker.
@@ -254,11 +254,25 @@ impl ControllerRpc for ControllerService {
 
     async fn describe_quorum(
         &self,
-        _request: Request<DescribeQuorumRequest>,
+        request: Request<DescribeQuorumRequest>,
     ) -> Result<Response<DescribeQuorumResponse>, Status> {
         let q = self.controller.describe_quorum();
+        let outcome = match (&q.replication, request.into_inner().from_leader) {
+            (None, true) => self.failed(&self.controller.not_controller()),
+            _ => self.ok(q.applied_index),
+        };
+        let replication =
+            q.replication.unwrap_or(QuorumReplication { log_end_offset: -1, high_watermark: -1, members: Vec::new() });
+        let voters = q.voters.clone();
         Ok(Response::new(DescribeQuorumResponse {
-            outcome: self.ok(q.applied_index),
+            outcome,
+            leader_log_end_offset: replication.log_end_offset,
+            high_watermark: replication.high_watermark,
+            replicas: replication
+                .members
+                .into_iter()
+                .map(|(id, log_end_offset)| QuorumReplicaState { id, voter: voters.contains(&id), log_end_offset })
+                .collect(),
             cluster_id: q.cluster_id.unwrap_or_default(),
             leader_id: q.leader.unwrap_or(-1),
             current_term: q.term,
