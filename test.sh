@@ -2,7 +2,9 @@
 # Runs every Strom test on this machine, installing what the tests need first.
 #   ./test.sh            everything: format, lints, unit + property tests, e2e tests with
 #                        librdkafka (rdkafka crate), then kcat and kafka-python (e2e/scripts)
-# Environment: STROM_SKIP_LINT=1 skips fmt/clippy; CARGO_BUILD_JOBS as usual.
+#                        and Apache Kafka's own tools and Java client (e2e/tests/kafka_tools.rs)
+# Environment: STROM_SKIP_LINT=1 skips fmt/clippy; CARGO_BUILD_JOBS as usual; STROM_CACHE_DIR
+# (default ~/.cache/strom) holds Kafka's jars between runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +32,15 @@ fi
 
 step "cargo test -p broker (unit and property tests)"
 cargo test --release -p broker
+
+# Kafka's tools and Java client (kafka_tools.rs) need a JDK and Maven to fetch Kafka's jars
+# from Maven Central, once per machine (e2e/kafka/kafka.sh caches them per version).
+if ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
+  step "installing a JDK and Maven"
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
+step "Apache Kafka's jars (fetched once per machine)"
+bash e2e/kafka/kafka.sh home
 
 step "cargo test -p e2e (real strom processes, librdkafka clients; one test at a time)"
 export STROM_BIN="$PWD/target/release/strom"
