@@ -101,6 +101,7 @@ EOF
     mv "$KHOME/compat-$hash.partial" "$KHOME/compat-$hash"
   fi
   echo "$KHOME/compat-$hash" >"$KHOME/compat.path"
+  exec 9>&- # not held by what runs next (a broker would block every other fetch)
 }
 
 case "${1:-}" in

@@ -1,0 +1,723 @@
+#!/usr/bin/env bash
+# Apache Kafka 4.1.1 (KRaft) and Strom side by side on this machine, driven by the same clients.
+#
+#   bash e2e/scripts/bench-vs-kafka.sh [--quick] [--only kafka|strom] [--topology 1|3|both]
+#                                      [--dir DIR] [--write-docs]
+#
+# Topologies: "1" = one Kafka node (broker and controller in one process) against one
+# `strom serve`; "3" = three combined Kafka nodes (all three controller voters) against three
+# `strom serve` (all three voters), topics with replication factor 3. The two systems run one
+# after the other, never at once, with their data directories under DIR (default
+# /tmp/strom-bench-vs-kafka, /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk.
+#
+# For each topology and system, one row per record size {100 B, 1 KiB} x acks {1, all} x
+# partitions {1, 6} x client, each on a fresh topic (created with Kafka's `kafka-topics`, the
+# same command for both systems, deleted afterwards):
+#   - produce as fast as possible: Kafka's `producer-perf-test` (the Java producer, its
+#     defaults: linger.ms=5, batch.size=16384) and `strom-load produce` (librdkafka, its
+#     defaults: linger.ms=5, batch.size=1000000); records/s and MB/s (MiB, as both tools);
+#   - consume what was produced: `consumer-perf-test` (a group member; its fetch.MB.sec,
+#     i.e. without the group join) and `strom-load consume` (assign, from the beginning);
+#   - the brokers' CPU time (utime+stime from /proc/PID/stat) over each run and their peak
+#     RSS (VmRSS summed over the topology's brokers, sampled every 200 ms).
+# Then end-to-end latency at a fixed 50,000 x 1 KiB records/s, acks=all, 6 and 1 partitions
+# (`strom-load e2e-latency`, linger.ms=5): p50 / p99 / p99.9.
+#
+# Kafka runs with the JVM settings of its own start scripts (KAFKA_HEAP_OPTS, default
+# "-Xmx1G -Xms1G", and kafka-run-class.sh's G1 flags; KAFKA_OPTS is added) and a config that
+# is the defaults plus what it needs to run (listeners, log.dirs, node.id, the voters,
+# offsets.topic.replication.factor = nodes, group.initial.rebalance.delay.ms=0). Strom gets
+# the same two settings and its defaults otherwise. The Java tools get -Xmx512M, as their
+# bin/ scripts give them.
+#
+# Output: DIR/results.tsv (raw, one line per client run; rows of the systems and topologies
+# of this invocation replace earlier ones, so `--only kafka` and `--only strom` can be run
+# separately), DIR/results.md (printed too) with Kafka, Strom and Strom/Kafka per row.
+# --write-docs puts that section, with the date, machine and commands, between the
+# `<!-- bench-vs-kafka:begin -->` and `<!-- bench-vs-kafka:end -->` lines of
+# docs/benchmarks.md (appended if they are missing; BENCH_DOCS overrides the file).
+# --quick: 100 B, acks=1, 1 partition, 200,000 records and one 5 s latency run, topology 1
+# unless --topology is given: checks that the script works, measures nothing.
+#
+# Record counts: RECORDS_100 (default 10,000,000) and RECORDS_1024 (2,000,000) records per
+# produce run; LATENCY_SECS (default 20) per latency run; LATENCY_RATE (50000). A full run
+# takes about an hour and needs ~15 GB free in DIR (1 KiB x RF 3, and Kafka deletes a
+# topic's files a minute after the topic). Needs target/release/{strom,strom-load}, java 17+,
+# mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STROM=$REPO/target/release/strom
+LOAD=$REPO/target/release/strom-load
+KAFKA_SH=$REPO/e2e/kafka/kafka.sh
+DOCS=${BENCH_DOCS:-$REPO/docs/benchmarks.md}
+
+QUICK=0 ONLY=both TOPOLOGY='' DIR='' WRITE_DOCS=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) QUICK=1; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    --topology) TOPOLOGY=$2; shift 2 ;;
+    --dir) DIR=$2; shift 2 ;;
+    --write-docs) WRITE_DOCS=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-vs-kafka: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$ONLY" in kafka) SYSTEMS=(kafka) ;; strom) SYSTEMS=(strom) ;; both) SYSTEMS=(kafka strom) ;;
+  *) echo "--only takes kafka or strom" >&2; exit 2 ;; esac
+[[ -n "$TOPOLOGY" ]] || { [[ $QUICK == 1 ]] && TOPOLOGY=1 || TOPOLOGY=both; }
+case "$TOPOLOGY" in 1) TOPOLOGIES=(1) ;; 3) TOPOLOGIES=(3) ;; both) TOPOLOGIES=(1 3) ;;
+  *) echo "--topology takes 1, 3 or both" >&2; exit 2 ;; esac
+
+if [[ $QUICK == 1 ]]; then
+  DIR=${DIR:-/tmp/strom-bench-vs-kafka-quick}
+  SIZES=(100) ACKS_LIST=(1) PARTITIONS_LIST=(1) LATENCY_PARTITIONS=(6)
+  RECORDS_100=${RECORDS_100:-200000} RECORDS_1024=${RECORDS_1024:-50000} LATENCY_SECS=${LATENCY_SECS:-5}
+else
+  DIR=${DIR:-/tmp/strom-bench-vs-kafka}
+  SIZES=(100 1024) ACKS_LIST=(1 all) PARTITIONS_LIST=(1 6) LATENCY_PARTITIONS=(6 1)
+  RECORDS_100=${RECORDS_100:-10000000} RECORDS_1024=${RECORDS_1024:-2000000} LATENCY_SECS=${LATENCY_SECS:-20}
+fi
+LATENCY_RATE=${LATENCY_RATE:-50000}
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+TSV=$DIR/results.tsv
+MD=$DIR/results.md
+RUNS=$DIR/runs # every tool's output, one file per run
+
+# The JVM settings of Kafka's bin/kafka-server-start.sh and bin/kafka-run-class.sh.
+KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}
+KAFKA_JVM_PERFORMANCE_OPTS="-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true"
+KAFKA_SERVER_OPTS=${KAFKA_OPTS:-}
+CLIENT_HEAP_OPTS=-Xmx512M # bin/kafka-{producer,consumer}-perf-test.sh
+unset KAFKA_OPTS
+CLK_TCK=$(getconf CLK_TCK)
+CLIENT_TIMEOUT=900 # seconds any one client run may take
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+
+# ---------------------------------------------------------------------------------------------
+# Processes: everything long-lived is started in its own session (so its process group id is
+# its pid) and remembered in GROUPS_STARTED; the trap stops every group still there.
+# ---------------------------------------------------------------------------------------------
+GROUPS_STARTED=()
+SAMPLER_PID=
+
+alive() { # a pid that exists and is not a zombie
+  local state
+  state=$(sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
+
+spawn() { # spawn CMD... : start CMD in a new session in the background; its pid in SPAWNED
+  setsid "$@" &
+  SPAWNED=$!
+  GROUPS_STARTED+=("$SPAWNED")
+}
+
+forget() {
+  local kept=() g
+  for g in "${GROUPS_STARTED[@]}"; do [[ $g == "$1" ]] || kept+=("$g"); done
+  GROUPS_STARTED=("${kept[@]}")
+}
+
+stop_groups() { # stop_groups PGID... : SIGTERM, then SIGKILL whatever is left after 30 s
+  local g waited=0
+  for g in "$@"; do kill -TERM -- "-$g" 2>/dev/null || true; done
+  for g in "$@"; do
+    while alive "$g" && [[ $waited -lt 300 ]]; do sleep 0.1; waited=$((waited + 1)); done
+    if alive "$g"; then log "process group $g did not stop within 30 s: SIGKILL"; fi
+    kill -KILL -- "-$g" 2>/dev/null || true
+    wait "$g" 2>/dev/null || true
+    forget "$g"
+  done
+}
+
+run_child() { # run_child CMD... : run CMD in its own session and wait for it (the trap can stop it)
+  local rc=0
+  spawn timeout "$CLIENT_TIMEOUT" "$@"
+  wait "$SPAWNED" || rc=$?
+  forget "$SPAWNED"
+  return "$rc"
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n "$SAMPLER_PID" ]]; then kill "$SAMPLER_PID" 2>/dev/null || true; fi
+  if [[ ${#GROUPS_STARTED[@]} -gt 0 ]]; then stop_groups "${GROUPS_STARTED[@]}"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_ports() { # free_ports N : N distinct free loopback ports, space-separated
+  python3 -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# A Kafka tool with the JVM settings its bin/ script gives it: "${KAFKA_TOOL[@]}" TOOL ARGS...
+KAFKA_TOOL=(env "KAFKA_HEAP_OPTS=$CLIENT_HEAP_OPTS" "KAFKA_OPTS=$KAFKA_JVM_PERFORMANCE_OPTS" "$KAFKA_SH" run)
+kafka_tool() { "${KAFKA_TOOL[@]}" "$@"; }
+
+wait_for_binaries() { # another build may be relinking them for a moment
+  local i
+  for i in $(seq 600); do
+    [[ -x "$STROM" && -x "$LOAD" ]] && return 0
+    [[ $i == 1 ]] && log "waiting for $STROM and $LOAD to exist"
+    sleep 1
+  done
+  echo "bench-vs-kafka: $STROM or $LOAD missing" >&2
+  exit 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# The systems. Each start_* sets BOOTSTRAP, BROKER_PIDS (the broker processes, for CPU and
+# RSS) and SERVER_CMDS (how each was started, for the report).
+# ---------------------------------------------------------------------------------------------
+BOOTSTRAP='' BROKER_PIDS=() SERVER_CMDS=()
+
+wait_port() { # wait_port PORT PID : until PORT accepts connections; fails if PID exits
+  local i
+  for i in $(seq 1200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    alive "$2" || { log "process $2 exited before its port $1 opened"; return 1; }
+    sleep 0.1
+  done
+  log "port $1 not open after 120 s"
+  return 1
+}
+
+wait_brokers() { # wait_brokers N : until the cluster's metadata lists N brokers (both systems)
+  local i count
+  for i in $(seq 120); do
+    count=$(kafka_tool broker-api-versions --bootstrap-server "$BOOTSTRAP" 2>/dev/null | grep -c ' (id: ' || true)
+    [[ $count -ge $1 ]] && return 0
+    sleep 0.5
+  done
+  log "the cluster did not list $1 brokers within a few minutes"
+  return 1
+}
+
+start_kafka() { # start_kafka NODES
+  local n=$1 base=$DIR/kafka-$1 i khome cluster_id voters="" ports
+  rm -rf "$base" && mkdir -p "$base"
+  khome=$("$KAFKA_SH" home)
+  read -r -a ports <<<"$(free_ports $((2 * n)))" # broker i: ports[i]; controller i: ports[n+i]
+  for ((i = 0; i < n; i++)); do voters+="${voters:+,}$i@127.0.0.1:${ports[n + i]}"; done
+  cluster_id=$(kafka_tool storage random-uuid)
+  BOOTSTRAP='' BROKER_PIDS=() SERVER_CMDS=()
+  for ((i = 0; i < n; i++)); do
+    mkdir -p "$base/node-$i"
+    cat >"$base/node-$i/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:${ports[i]},CONTROLLER://127.0.0.1:${ports[n + i]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${ports[i]}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$base/node-$i/data
+num.partitions=1
+offsets.topic.replication.factor=$n
+transaction.state.log.replication.factor=$n
+transaction.state.log.min.isr=$((n < 2 ? n : 2))
+group.initial.rebalance.delay.ms=0
+EOF
+    kafka_tool storage format -t "$cluster_id" -c "$base/node-$i/server.properties" >"$base/node-$i/format.log"
+    BOOTSTRAP+="${BOOTSTRAP:+,}127.0.0.1:${ports[i]}"
+  done
+  for ((i = 0; i < n; i++)); do
+    # java directly, not `kafka.sh run server`: that would keep kafka.sh's fetch lock (fd 9)
+    # for the server's lifetime and every other kafka.sh call would wait for it.
+    # shellcheck disable=SC2086 # the option strings are lists of options
+    spawn java $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS $KAFKA_SERVER_OPTS \
+      -Dlog4j2.configurationFile="$khome/log4j2.yaml" -cp "$khome/libs/*" \
+      kafka.Kafka "$base/node-$i/server.properties" >"$base/node-$i/server.log" 2>&1
+    BROKER_PIDS+=("$SPAWNED")
+    SERVER_CMDS+=("java $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS} -cp '$khome/libs/*' kafka.Kafka $base/node-$i/server.properties")
+  done
+  for ((i = 0; i < n; i++)); do wait_port "${ports[i]}" "${BROKER_PIDS[i]}"; done
+  wait_brokers "$n"
+}
+
+wait_readyz() { # wait_readyz HTTP_PORT PID
+  local i
+  for i in $(seq 1200); do
+    curl -fs "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0
+    alive "$2" || { log "strom serve (pid $2) exited before it was ready"; return 1; }
+    sleep 0.1
+  done
+  log "strom serve (pid $2) not ready after 120 s"
+  return 1
+}
+
+start_strom() { # start_strom NODES
+  local n=$1 base=$DIR/strom-$1 i ports voters="" args
+  rm -rf "$base" && mkdir -p "$base"
+  wait_for_binaries
+  # broker i: Kafka ports[i], internal ports[n+i], HTTP ports[2n+i]
+  read -r -a ports <<<"$(free_ports $((3 * n)))"
+  for ((i = 0; i < n; i++)); do voters+="${voters:+,}$i@127.0.0.1:${ports[n + i]}"; done
+  BOOTSTRAP='' BROKER_PIDS=() SERVER_CMDS=()
+  for ((i = 0; i < n; i++)); do
+    args=(serve --node-id "$i" --data-dir "$base/node-$i/data"
+      --kafka-listen "127.0.0.1:${ports[i]}" --internal-listen "127.0.0.1:${ports[n + i]}"
+      --http-listen "127.0.0.1:${ports[2 * n + i]}"
+      --offsets-topic-replication-factor "$n" --group-initial-rebalance-delay-ms 0)
+    if [[ $n -gt 1 ]]; then args+=(--voters "$voters"); fi
+    mkdir -p "$base/node-$i"
+    spawn "$STROM" "${args[@]}" >"$base/node-$i/server.log" 2>&1
+    BROKER_PIDS+=("$SPAWNED")
+    SERVER_CMDS+=("strom ${args[*]}")
+    BOOTSTRAP+="${BOOTSTRAP:+,}127.0.0.1:${ports[i]}"
+  done
+  for ((i = 0; i < n; i++)); do wait_readyz "${ports[2 * n + i]}" "${BROKER_PIDS[i]}"; done
+  wait_brokers "$n"
+}
+
+stop_system() {
+  if [[ ${#BROKER_PIDS[@]} -gt 0 ]]; then stop_groups "${BROKER_PIDS[@]}"; fi
+  BROKER_PIDS=()
+}
+
+create_topic() { # create_topic NAME PARTITIONS RF
+  kafka_tool topics --bootstrap-server "$BOOTSTRAP" --create --topic "$1" --partitions "$2" \
+    --replication-factor "$3" >/dev/null
+}
+
+wait_topic_ready() { # wait_topic_ready NAME PARTITIONS : until every partition's leader answers ListOffsets
+  local i count
+  for i in $(seq 60); do
+    count=$(kafka_tool get-offsets --bootstrap-server "$BOOTSTRAP" --topic "$1" 2>/dev/null | grep -c "^$1:[0-9]*:[0-9]*$" || true)
+    [[ $count -ge $2 ]] && return 0
+    sleep 0.2
+  done
+  log "topic $1: not every partition had a leader after 60 attempts; going on"
+}
+
+delete_topic() {
+  kafka_tool topics --bootstrap-server "$BOOTSTRAP" --delete --topic "$1" >/dev/null 2>&1 ||
+    log "could not delete topic $1 (ignored)"
+}
+
+wait_for_disk() { # wait_for_disk MB : until DIR's filesystem has MB (+2 GiB) free, 3 min at most
+  local i avail
+  for i in $(seq 180); do
+    avail=$(df --output=avail -m "$DIR" | tail -1)
+    [[ $avail -ge $(($1 + 2048)) ]] && return 0
+    [[ $i == 1 ]] && log "waiting for $1 MB free in $DIR (now $avail MB; deleted topics go after a minute)"
+    sleep 1
+  done
+  log "only $avail MB free in $DIR; going on"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Resource use of the brokers during one client run.
+# ---------------------------------------------------------------------------------------------
+cpu_ticks() { # the brokers' utime+stime, in clock ticks
+  local pid total=0 stat fields
+  for pid in "${BROKER_PIDS[@]}"; do
+    stat=$(<"/proc/$pid/stat") 2>/dev/null || { log "broker $pid is gone"; continue; }
+    read -r -a fields <<<"${stat##*) }" # fields[0] is field 3 (state); utime is field 14
+    total=$((total + fields[11] + fields[12]))
+  done
+  echo "$total"
+}
+
+rss_kib() { # the brokers' VmRSS, summed, in KiB
+  local sum=0 pid key value rest
+  for pid in "${BROKER_PIDS[@]}"; do
+    while read -r key value rest; do
+      [[ $key == VmRSS: ]] && sum=$((sum + value))
+    done 2>/dev/null <"/proc/$pid/status" || true
+  done
+  echo "$sum"
+}
+
+sample_rss() { # sample_rss OUT : writes the peak of rss_kib, sampled every 200 ms, to OUT
+  local peak=0 now
+  while [[ -e /proc/$$ ]]; do
+    now=$(rss_kib)
+    if [[ $now -gt $peak ]]; then peak=$now && echo "$peak" >"$1"; fi
+    sleep 0.2
+  done
+}
+
+MEASURED_CPU='' MEASURED_RSS=''
+measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the brokers
+  local before after rc=0 rss_file=$RUNS/.rss peak now
+  rss_kib >"$rss_file"
+  sample_rss "$rss_file" &
+  SAMPLER_PID=$!
+  before=$(cpu_ticks)
+  "$@" || rc=$?
+  after=$(cpu_ticks)
+  kill "$SAMPLER_PID" 2>/dev/null || true
+  wait "$SAMPLER_PID" 2>/dev/null || true
+  SAMPLER_PID=
+  peak=$(<"$rss_file")
+  now=$(rss_kib) # a run shorter than one sampling interval
+  [[ $now -le $peak ]] || peak=$now
+  MEASURED_CPU=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }')
+  MEASURED_RSS=$(awk -v k="$peak" 'BEGIN { printf "%.0f", k / 1024 }')
+  return "$rc"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The clients. Each run_* leaves its output in $RUNS/NAME.out and prints the parsed figures:
+# "records secs records_per_s mb_per_s p50 p99 p999" (- where a tool gives none).
+# ---------------------------------------------------------------------------------------------
+run_producer_perf() { # run_producer_perf NAME TOPIC SIZE ACKS RECORDS
+  run_child "${KAFKA_TOOL[@]}" producer-perf-test --topic "$2" --num-records "$5" --record-size "$3" --throughput -1 \
+    --producer-props bootstrap.servers="$BOOTSTRAP" acks="$4" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+}
+parse_producer_perf() { # the summary line: N records sent, R records/sec (M MB/sec), ... 99.9th.
+  python3 - "$1" <<'EOF'
+import re, sys
+pat = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), [\d.]+ ms avg latency, "
+                 r"[\d.]+ ms max latency, (\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+for line in open(sys.argv[1]):
+    m = pat.match(line.strip())
+    if m:
+        n, rate, mb, p50, p99, p999 = m.groups()
+        secs = int(n) / float(rate) if float(rate) > 0 else 0
+        print(n, f"{secs:.3f}", rate, mb, p50, p99, p999)
+        break
+else:
+    print("0 - - - - - -")
+EOF
+}
+
+run_consumer_perf() { # run_consumer_perf NAME TOPIC RECORDS
+  run_child "${KAFKA_TOOL[@]}" consumer-perf-test --bootstrap-server "$BOOTSTRAP" --topic "$2" --messages "$3" \
+    --group "perf-$2" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+}
+parse_consumer_perf() { # a CSV header (start.time, ..., fetch.nMsg.sec) and one line of values
+  python3 - "$1" <<'EOF'
+import sys
+lines = [l.strip() for l in open(sys.argv[1]) if l.strip()]
+for i, line in enumerate(lines):
+    if line.startswith("start.time") and i + 1 < len(lines):
+        row = dict(zip([h.strip() for h in line.split(",")], [v.strip() for v in lines[i + 1].split(",")]))
+        secs = float(row["fetch.time.ms"]) / 1000
+        print(row["data.consumed.in.nMsg"], f"{secs:.3f}", row["fetch.nMsg.sec"], row["fetch.MB.sec"], "- - -")
+        break
+else:
+    print("0 - - - - - -")
+EOF
+}
+
+run_load_produce() { # run_load_produce NAME TOPIC SIZE ACKS RECORDS
+  run_child "$LOAD" produce --bootstrap "$BOOTSTRAP" --topic "$2" --record-size "$3" --acks "$4" \
+    --records "$5" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+}
+run_load_consume() { # run_load_consume NAME TOPIC RECORDS
+  run_child "$LOAD" consume --bootstrap "$BOOTSTRAP" --topic "$2" --records "$3" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+}
+run_latency() { # run_latency NAME TOPIC
+  run_child "$LOAD" e2e-latency --bootstrap "$BOOTSTRAP" --topic "$2" --record-size 1024 --acks all \
+    --rate "$LATENCY_RATE" --duration-secs "$LATENCY_SECS" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+}
+parse_load() { # strom-load's one JSON line
+  python3 - "$1" <<'EOF'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    lat = r["latency_ms"]
+    f = lambda v: "-" if v is None else v
+    print(r["records"], r["secs"], r["msgs_per_sec"], r["mb_per_sec"], f(lat["p50"]), f(lat["p99"]), f(lat["p999"]))
+except Exception:
+    print("0 - - - - - -")
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+# ---------------------------------------------------------------------------------------------
+TSV_HEADER="topology	system	record_size	acks	partitions	client	op	records	secs	records_per_s	mb_per_s	broker_cpu_s	broker_peak_rss_mib	p50_ms	p99_ms	p999_ms	status"
+
+record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PARSED" : one TSV line
+  local parsed status=ok
+  read -r -a parsed <<<"$9"
+  [[ ${parsed[0]} -ge $8 ]] || status="short(${parsed[0]}/$8)"
+  [[ -z "${RUN_FAILED:-}" ]] || status="failed;$status"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+    "${parsed[0]}" "${parsed[1]}" "${parsed[2]}" "${parsed[3]}" "$MEASURED_CPU" "$MEASURED_RSS" \
+    "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" >>"$TSV"
+  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB$([[ $status == ok ]] || echo " [$status]")"
+}
+
+one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT
+  local topology=$1 system=$2 size=$3 acks=$4 parts=$5 client=$6 records topic name
+  records=$([[ $size == 100 ]] && echo "$RECORDS_100" || echo "$RECORDS_1024")
+  topic="bench-$size-acks$acks-p$parts-$client"
+  name="$system-$topology-$size-$acks-$parts-$client"
+  wait_for_disk $((records * (size + 70) * topology / 1048576))
+  create_topic "$topic" "$parts" "$topology"
+  wait_topic_ready "$topic" "$parts"
+  log "$system, $topology node(s): $size B, acks=$acks, $parts partition(s), $client, $records records"
+  RUN_FAILED=
+  if [[ $client == java ]]; then
+    measure run_producer_perf "$name-produce" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
+    record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
+      "$(parse_producer_perf "$RUNS/$name-produce.out")"
+    RUN_FAILED=
+    measure run_consumer_perf "$name-consume" "$topic" "$records" || RUN_FAILED=1
+    record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
+      "$(parse_consumer_perf "$RUNS/$name-consume.out")"
+  else
+    measure run_load_produce "$name-produce" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
+    record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
+      "$(parse_load "$RUNS/$name-produce.out")"
+    RUN_FAILED=
+    measure run_load_consume "$name-consume" "$topic" "$records" || RUN_FAILED=1
+    record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
+      "$(parse_load "$RUNS/$name-consume.out")"
+  fi
+  RUN_FAILED=
+  delete_topic "$topic"
+}
+
+latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS
+  local topic="bench-latency-p$3" name="$2-$1-latency-p$3"
+  wait_for_disk $((LATENCY_RATE * LATENCY_SECS * 1100 * $1 / 1048576))
+  create_topic "$topic" "$3" "$1"
+  wait_topic_ready "$topic" "$3"
+  log "$2, $1 node(s): e2e latency, $LATENCY_RATE x 1 KiB records/s for $LATENCY_SECS s, acks=all, $3 partition(s)"
+  RUN_FAILED=
+  measure run_latency "$name" "$topic" || RUN_FAILED=1
+  record "$1" "$2" 1024 all "$3" strom-load latency $((LATENCY_RATE * LATENCY_SECS)) "$(parse_load "$RUNS/$name.out")"
+  RUN_FAILED=
+  delete_topic "$topic"
+}
+
+bench_system() { # bench_system SYSTEM TOPOLOGY
+  local system=$1 topology=$2 size acks parts client started=$SECONDS
+  log "starting $system with $topology node(s)"
+  "start_$system" "$topology"
+  printf '%s\n' "${SERVER_CMDS[@]}" >"$DIR/$system-$topology.commands"
+  log "$system ready: bootstrap $BOOTSTRAP, broker pids ${BROKER_PIDS[*]} ($((SECONDS - started)) s)"
+  for size in "${SIZES[@]}"; do
+    for acks in "${ACKS_LIST[@]}"; do
+      for parts in "${PARTITIONS_LIST[@]}"; do
+        for client in java strom-load; do
+          one_row "$topology" "$system" "$size" "$acks" "$parts" "$client"
+        done
+      done
+    done
+  done
+  for parts in "${LATENCY_PARTITIONS[@]}"; do latency_row "$topology" "$system" "$parts"; done
+  stop_system
+  rm -rf "$DIR/$system-$topology"/node-*/data # logs and configs stay; Kafka's deleted topics would too
+  log "$system with $topology node(s) done in $((SECONDS - started)) s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------
+write_report() { # markdown tables from the TSV, Kafka and Strom side by side
+  python3 - "$TSV" <<'EOF'
+import csv, sys
+from collections import defaultdict
+
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+CLIENT = {"java": "Java (perf-test)", "strom-load": "librdkafka (strom-load)"}
+SIZE = {"100": "100 B", "1024": "1 KiB"}
+TOPO = {"1": "One node", "3": "Three nodes, replication factor 3"}
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+def fmt(v, digits=0):
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+def ratio(s, k):
+    return "–" if s is None or k is None or k == 0 else f"{s / k:.2f}"
+
+def mark(r):
+    return "" if r is None or r["status"] == "ok" else " ⚠"
+
+by = {}
+for r in rows:
+    by[(r["topology"], r["system"], r["record_size"], r["acks"], r["partitions"], r["client"], r["op"])] = r
+
+def value(key, field):
+    r = by.get(key)
+    return (num(r[field]) if r else None), r
+
+out = []
+mismatched = False
+keys = sorted({(r["topology"], r["record_size"], r["acks"], r["partitions"], r["client"])
+               for r in rows if r["op"] == "produce"},
+              key=lambda k: (k[0], int(k[1]), k[2] != "1", int(k[3]), k[4]))
+for topo in sorted({k[0] for k in keys}):
+    out.append(f"### {TOPO.get(topo, topo)}: throughput\n")
+    out.append("| record size | acks | partitions | client | produce records/s Kafka | Strom | Strom/Kafka "
+               "| produce MB/s Kafka | Strom | Strom/Kafka | consume MB/s Kafka | Strom | Strom/Kafka |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k in (k for k in keys if k[0] == topo):
+        _, size, acks, parts, client = k
+        cells = [SIZE.get(size, size), acks, parts, CLIENT.get(client, client)]
+        kp, sp = by.get((topo, "kafka", size, acks, parts, client, "produce")), by.get((topo, "strom", size, acks, parts, client, "produce"))
+        if kp and sp and kp["records"] != sp["records"]:
+            cells[3] += " †"
+            mismatched = True
+        for op, field, digits in (("produce", "records_per_s", 0), ("produce", "mb_per_s", 1), ("consume", "mb_per_s", 1)):
+            kv, kr = value((topo, "kafka", size, acks, parts, client, op), field)
+            sv, sr = value((topo, "strom", size, acks, parts, client, op), field)
+            cells += [fmt(kv, digits) + mark(kr), fmt(sv, digits) + mark(sr), ratio(sv, kv)]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+
+lat = sorted({(r["topology"], r["partitions"]) for r in rows if r["op"] == "latency"}, key=lambda k: (k[0], -int(k[1])))
+if lat:
+    out.append("### End-to-end latency, 1 KiB records at a fixed rate, acks=all (strom-load e2e-latency)\n")
+    out.append("| nodes | partitions | achieved records/s Kafka / Strom | Kafka p50 / p99 / p99.9 (ms) | Strom p50 / p99 / p99.9 (ms) |")
+    out.append("|---|---|---|---|---|")
+    for topo, parts in lat:
+        cells = [topo, parts]
+        rates, pcts = [], []
+        for system in ("kafka", "strom"):
+            r = by.get((topo, system, "1024", "all", parts, "strom-load", "latency"))
+            rates.append(fmt(num(r["records_per_s"])) + mark(r) if r else "–")
+            pcts.append(" / ".join(fmt(num(r[f]), 2) for f in ("p50_ms", "p99_ms", "p999_ms")) if r else "–")
+        out.append(f"| {topo} | {parts} | {rates[0]} / {rates[1]} | {pcts[0]} | {pcts[1]} |")
+    out.append("")
+
+res = defaultdict(lambda: [0.0, 0.0, 0.0])  # cpu s, MB, peak RSS MiB
+for r in rows:
+    if r["op"] != "produce" or num(r["mb_per_s"]) is None:
+        continue
+    acc = res[(r["topology"], r["system"], r["record_size"], r["client"])]
+    acc[0] += num(r["broker_cpu_s"]) or 0
+    acc[1] += num(r["mb_per_s"]) * num(r["secs"])
+    acc[2] = max(acc[2], num(r["broker_peak_rss_mib"]) or 0)
+rkeys = sorted({(k[0], k[2], k[3]) for k in res}, key=lambda k: (k[0], int(k[1]), k[2]))
+if rkeys:
+    out.append("### Broker resources while producing (all produce rows of the record size and client)\n")
+    out.append("| nodes | record size | client | broker CPU-s per MB Kafka | Strom | Strom/Kafka | peak RSS MiB Kafka | Strom |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for topo, size, client in rkeys:
+        per_mb, rss = {}, {}
+        for system in ("kafka", "strom"):
+            acc = res.get((topo, system, size, client))
+            per_mb[system] = acc[0] / acc[1] if acc and acc[1] > 0 else None
+            rss[system] = acc[2] if acc else None
+        out.append(f"| {topo} | {SIZE.get(size, size)} | {CLIENT.get(client, client)} | {fmt(per_mb['kafka'], 4)} "
+                   f"| {fmt(per_mb['strom'], 4)} | {ratio(per_mb['strom'], per_mb['kafka'])} "
+                   f"| {fmt(rss['kafka'])} | {fmt(rss['strom'])} |")
+    out.append("")
+    out.append("CPU is the brokers' utime+stime over the produce run divided by the MB produced (MiB); "
+               "RSS is the peak of VmRSS summed over the topology's brokers, sampled every 200 ms. "
+               "The clients share the machine's cores with the brokers.")
+    out.append("")
+if mismatched:
+    out.append("†: Kafka and Strom produced different record counts in this row (runs of different settings merged).")
+    out.append("")
+if any(r["status"] != "ok" for r in rows):
+    out.append("⚠: the run failed or fell short of its record count; see results.tsv and runs/.")
+    out.append("")
+print("\n".join(out))
+EOF
+}
+
+machine_md() {
+  local mem librdkafka
+  mem=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+  librdkafka=$(awk '/^name = "rdkafka-sys"/ { getline; gsub(/[" ]/, ""); sub(/^version=/, ""); print }' "$REPO/Cargo.lock")
+  cat <<EOF
+- Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
+  brokers and clients on the same machine, one system at a time, data under $DIR ($(df --output=source "$DIR" | tail -1)).
+- Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
+  JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
+- Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
+  strom-load on librdkafka ${librdkafka#*+} (the rdkafka crate's bundled librdkafka, rdkafka-sys $librdkafka).
+- Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s.
+- Client settings are each client's defaults: Java producer linger.ms=5, batch.size=16384 (idempotent with
+  acks=all); strom-load linger.ms=5, batch.size=1000000. consumer-perf-test joins a group and its
+  figure excludes the join (fetch.MB.sec); strom-load consume assigns every partition.
+
+Commands (\$B = the bootstrap servers, T a fresh topic per row, deleted after it):
+
+\`\`\`
+bash e2e/scripts/bench-vs-kafka.sh $ARGS_USED
+$(cat "$DIR"/kafka-*.commands "$DIR"/strom-*.commands 2>/dev/null)
+e2e/kafka/kafka.sh run topics --bootstrap-server \$B --create --topic T --partitions P --replication-factor R
+e2e/kafka/kafka.sh run producer-perf-test --topic T --num-records N --record-size S --throughput -1 --producer-props bootstrap.servers=\$B acks=A
+e2e/kafka/kafka.sh run consumer-perf-test --bootstrap-server \$B --topic T --messages N --group perf-T
+strom-load produce --bootstrap \$B --topic T --record-size S --acks A --records N
+strom-load consume --bootstrap \$B --topic T --records N
+strom-load e2e-latency --bootstrap \$B --topic T --record-size 1024 --acks all --rate $LATENCY_RATE --duration-secs $LATENCY_SECS
+\`\`\`
+EOF
+}
+
+write_docs() { # replace the marked section of docs/benchmarks.md (append it if missing)
+  local section=$DIR/docs-section.md
+  {
+    echo "<!-- bench-vs-kafka:begin -->"
+    echo "## Apache Kafka and Strom on the same machine ($(date -u +%F))"
+    echo
+    machine_md
+    echo
+    cat "$MD"
+    echo "<!-- bench-vs-kafka:end -->"
+  } >"$section"
+  python3 - "$DOCS" "$section" <<'EOF'
+import sys
+docs, section = sys.argv[1], open(sys.argv[2]).read()
+text = open(docs).read()
+begin, end = "<!-- bench-vs-kafka:begin -->", "<!-- bench-vs-kafka:end -->"
+if begin in text and end in text:
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    text = head + section.rstrip("\n") + tail
+else:
+    text = text.rstrip("\n") + "\n\n" + section
+open(docs, "w").write(text)
+EOF
+  log "wrote the section into $DOCS"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+ARGS_USED="--only $ONLY --topology $TOPOLOGY --dir $DIR"
+if [[ $QUICK == 1 ]]; then ARGS_USED="--quick $ARGS_USED"; fi
+mkdir -p "$RUNS"
+wait_for_binaries
+"$KAFKA_SH" home >/dev/null # fetch Kafka's jars once, before anything is timed
+
+# Keep rows of systems/topologies this invocation does not run.
+if [[ -f "$TSV" ]] && [[ "$(head -1 "$TSV")" == "$TSV_HEADER" ]]; then
+  awk -F'\t' -v systems="${SYSTEMS[*]}" -v topologies="${TOPOLOGIES[*]}" '
+    BEGIN { split(systems, s, " "); for (i in s) run_s[s[i]] = 1; split(topologies, t, " "); for (i in t) run_t[t[i]] = 1 }
+    NR == 1 || !(($2 in run_s) && ($1 in run_t))' "$TSV" >"$TSV.kept"
+  mv "$TSV.kept" "$TSV"
+else
+  echo "$TSV_HEADER" >"$TSV"
+fi
+
+STARTED=$SECONDS
+for topology in "${TOPOLOGIES[@]}"; do
+  for system in "${SYSTEMS[@]}"; do
+    bench_system "$system" "$topology"
+  done
+done
+log "all done in $((SECONDS - STARTED)) s"
+
+write_report >"$MD"
+cat "$MD"
+echo "raw results: $TSV; tool output: $RUNS/"
+if [[ $WRITE_DOCS == 1 ]]; then write_docs; fi
