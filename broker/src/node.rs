@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::config::BrokerConfig;
 use crate::group::{GroupConfig, GroupCoordinator, OFFSETS_TOPIC};
+use crate::kafka::fetch_session::FetchSessionCache;
 use crate::metadata::client::ClientError;
 use crate::metadata::controller::{CreatedTopic, ErrorKind, TopicSpec};
 use crate::metadata::runtime::Metadata;
@@ -63,9 +64,16 @@ pub struct Node {
     pub fetchers: Arc<ReplicaFetchers>,
     /// ISR changes this broker made as a leader.
     pub isr_changes: Arc<IsrChanges>,
+    /// Consumers' fetch sessions (KIP-227).
+    pub fetch_sessions: FetchSessionCache,
     /// `/readyz`: registered, unfenced, and this broker's image applied.
     pub ready: Arc<AtomicBool>,
 }
+
+/// Fetch sessions kept at once (Kafka's `max.incremental.fetch.session.cache.slots`).
+pub const FETCH_SESSIONS_MAX: usize = 1000;
+/// Partitions cached over all fetch sessions; a session that would exceed it is not made.
+pub const FETCH_SESSION_PARTITIONS_MAX: usize = 100_000;
 
 /// The coordinator's settings from the broker's.
 pub fn group_config(c: &BrokerConfig) -> GroupConfig {

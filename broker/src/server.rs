@@ -20,6 +20,7 @@ use crate::admin::AdminService;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::group::GroupCoordinator;
 use crate::http::{self, HttpState};
+use crate::kafka::fetch_session::FetchSessionCache;
 use crate::kafka::listener;
 use crate::lifecycle::{self, LifecycleError, LifecycleTiming};
 use crate::metadata::cluster::IdentityError;
@@ -29,7 +30,7 @@ use crate::metadata::quorum::{QuorumTuning, VoterSet, VotersError};
 use crate::metadata::runtime::{Metadata, MetadataError, MetadataSettings};
 use crate::metadata::{Catalog, ClusterIdentity, ProducerIdAllocator};
 use crate::metrics::Metrics;
-use crate::node::Node;
+use crate::node::{Node, FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX};
 use crate::partition::ReplicaManager;
 use crate::replication::{FetcherConfig, IsrChanges, ReplicaFetchers, ReplicationService};
 use crate::shutdown::{self, Shutdown};
@@ -180,6 +181,7 @@ pub async fn run(
         metadata: metadata.clone(),
         fetchers: fetchers.clone(),
         isr_changes: isr_changes.clone(),
+        fetch_sessions: FetchSessionCache::new(FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX),
         ready: ready.clone(),
     });
     admin.attach(node.clone());

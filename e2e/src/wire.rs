@@ -183,3 +183,29 @@ pub fn api_versions_roundtrip(addr: SocketAddr, version: i16) -> Result<ApiVersi
     }
     Ok(response)
 }
+
+/// One client connection that sends typed requests and reads their typed responses in turn.
+pub struct Conn {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Conn {
+    pub fn open(addr: SocketAddr) -> Result<Conn> {
+        Ok(Conn { stream: connect(addr, Duration::from_secs(10))?, correlation_id: 0 })
+    }
+
+    /// Sends `request` at `version` and decodes the answer (checking its correlation id).
+    pub fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> Result<Resp> {
+        self.correlation_id += 1;
+        let frame = encode_request(key, version, self.correlation_id, request)
+            .context("encode the request (a test bug, not a broker one)")?;
+        self.stream.write_all(&frame).context("send")?;
+        let answer = read_frame(&mut self.stream)?.ok_or_else(|| anyhow!("connection closed instead of an answer"))?;
+        let (correlation_id, response) = decode_response::<Resp>(key, version, answer)?;
+        if correlation_id != self.correlation_id {
+            bail!("correlation id {correlation_id}, sent {}", self.correlation_id);
+        }
+        Ok(response)
+    }
+}

@@ -13,15 +13,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::net::TcpStream;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Result};
 use bytes::{Bytes, BytesMut};
 use e2e::broker::BrokerProcess;
 use e2e::clients::{self, Record};
-use e2e::wire;
+use e2e::wire::{self, Conn};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -34,7 +32,7 @@ use kafka_protocol::messages::{
     FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record as BatchRecord, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -45,31 +43,6 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 
 /// One raw connection that sends requests and reads their answers in order.
-struct Conn {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Conn {
-    fn open(broker: &BrokerProcess) -> Result<Self> {
-        Ok(Self { stream: wire::connect(broker.kafka_addr(), Duration::from_secs(10))?, correlation_id: 0 })
-    }
-
-    fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> Result<Resp> {
-        self.correlation_id += 1;
-        let frame = wire::encode_request(key, version, self.correlation_id, request)
-            .context("encode the request (a test bug, not a broker one)")?;
-        self.stream.write_all(&frame).context("send")?;
-        let answer =
-            wire::read_frame(&mut self.stream)?.ok_or_else(|| anyhow!("connection closed instead of an answer"))?;
-        let (correlation_id, response) = wire::decode_response::<Resp>(key, version, answer)?;
-        if correlation_id != self.correlation_id {
-            bail!("correlation id {correlation_id}, sent {}", self.correlation_id);
-        }
-        Ok(response)
-    }
-}
-
 fn name() -> TopicName {
     TopicName::from(StrBytes::from_static_str(TOPIC))
 }
@@ -250,7 +223,7 @@ fn every_advertised_version_of_the_client_apis_is_answered() {
         .iter()
         .map(|k| (k.api_key, (k.min_version, k.max_version)))
         .collect();
-    let mut conn = Conn::open(&broker).expect("connect");
+    let mut conn = Conn::open(broker.kafka_addr()).expect("connect");
     let metadata: MetadataResponse = conn
         .call(
             ApiKey::Metadata,
@@ -281,7 +254,7 @@ fn every_advertised_version_of_the_client_apis_is_answered() {
         let crate_range = key.valid_versions();
         for v in min.max(crate_range.min)..=max.min(crate_range.max) {
             // A fresh connection per version: a failure must not hide the next one.
-            let mut conn = match Conn::open(&broker) {
+            let mut conn = match Conn::open(broker.kafka_addr()) {
                 Ok(c) => c,
                 Err(e) => {
                     failures.push(format!("{key:?} v{v}: connect: {e:#}"));

@@ -378,9 +378,11 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
         .context("create consumer")?;
     let mut assignment = TopicPartitionList::new();
     for p in all_partitions(&consumer, &args.target.topic)? {
-        let (_, high) = consumer
-            .fetch_watermarks(&args.target.topic, p, clients::ADMIN_TIMEOUT)
-            .with_context(|| format!("watermarks of partition {p}"))?;
+        // Retried: a just-created partition may have no leader serving it for a moment.
+        let (_, high) = e2e::cluster::wait_until(clients::ADMIN_TIMEOUT, || {
+            Ok(consumer.fetch_watermarks(&args.target.topic, p, Duration::from_secs(5))?)
+        })
+        .with_context(|| format!("watermarks of partition {p}"))?;
         assignment.add_partition_offset(&args.target.topic, p, Offset::Offset(high))?;
     }
     consumer.assign(&assignment).context("assign")?;

@@ -4,8 +4,9 @@
 //!
 //! Limits as in Kafka (KIP-74): `partition_max_bytes` per partition and `max_bytes` for the
 //! response, except that the first partition with data returns at least one whole batch so a
-//! consumer can never be stuck behind a batch larger than its limits. Fetch sessions
-//! (KIP-227) are not kept yet: the response's session id 0 tells clients to send full requests.
+//! consumer can never be stuck behind a batch larger than its limits. From v7 on, fetch
+//! sessions (KIP-227, [`crate::kafka::fetch_session`]): an incremental fetch reads every
+//! partition of its session and answers only those with news.
 
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use tokio::sync::watch;
 
 use crate::kafka::error_code;
+use crate::kafka::fetch_session::{FetchPlan, PartitionKey, PartitionOutcome, PartitionRequest};
 use crate::node::Node;
 
 use super::topic_name;
@@ -25,33 +27,69 @@ use super::topic_name;
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
 struct Wanted {
-    topic: TopicName,
-    topic_id: uuid::Uuid,
+    request: PartitionRequest,
     /// Resolved name (None if the topic does not exist).
     resolved: Option<String>,
-    partition: i32,
-    fetch_offset: i64,
-    partition_max_bytes: i32,
 }
 
-pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchResponse {
-    let wanted: Vec<Wanted> = req
-        .topics
+/// The partitions a request names, in its order.
+fn requested(req: &FetchRequest) -> Vec<PartitionRequest> {
+    req.topics
         .iter()
         .flat_map(|t| {
-            let resolved = if version >= 13 {
-                node.catalog.get_by_id(t.topic_id).map(|m| m.name.clone())
-            } else {
-                Some(t.topic.to_string())
-            };
-            t.partitions.iter().map(move |p| Wanted {
-                topic: t.topic.clone(),
-                topic_id: t.topic_id,
-                resolved: resolved.clone(),
-                partition: p.partition,
+            t.partitions.iter().map(move |p| PartitionRequest {
+                key: PartitionKey { topic: t.topic.clone(), topic_id: t.topic_id, partition: p.partition },
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
             })
+        })
+        .collect()
+}
+
+fn forgotten(req: &FetchRequest) -> Vec<PartitionKey> {
+    req.forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| PartitionKey {
+                topic: t.topic.clone(),
+                topic_id: t.topic_id,
+                partition: *p,
+            })
+        })
+        .collect()
+}
+
+pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchResponse {
+    let plan = if version >= 7 {
+        let begun = node.fetch_sessions.begin(
+            req.session_id,
+            req.session_epoch,
+            version >= 13,
+            requested(&req),
+            forgotten(&req),
+            std::time::Instant::now(),
+        );
+        match begun {
+            Ok(plan) => plan,
+            Err(code) => {
+                let mut resp = FetchResponse::default();
+                resp.error_code = code;
+                return resp;
+            }
+        }
+    } else {
+        FetchPlan { session_id: 0, incremental: false, partitions: requested(&req) }
+    };
+    let wanted: Vec<Wanted> = plan
+        .partitions
+        .iter()
+        .map(|r| Wanted {
+            request: r.clone(),
+            resolved: if version >= 13 {
+                node.catalog.get_by_id(r.key.topic_id).map(|m| m.name.clone())
+            } else {
+                Some(r.key.topic.to_string())
+            },
         })
         .collect();
 
@@ -59,56 +97,95 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
-    loop {
+    let read = loop {
         // Subscribe before reading so that an append between the read and the wait still wakes us.
         let mut watchers: Vec<watch::Receiver<i64>> = wanted
             .iter()
-            .filter_map(|w| w.resolved.as_deref().and_then(|t| node.replicas.leader(t, w.partition)))
+            .filter_map(|w| w.resolved.as_deref().and_then(|t| node.replicas.leader(t, w.request.key.partition)))
             .map(|p| p.subscribe())
             .collect();
-        let (resp, bytes, any_error) = read_all(node, &wanted, max_bytes, version);
-        let now = tokio::time::Instant::now();
-        if bytes >= min_bytes || bytes > 0 && bytes >= max_bytes || any_error || now >= deadline || watchers.is_empty()
+        let read = read_all(node, &wanted, max_bytes, version);
+        let (bytes, now) = (read.bytes, tokio::time::Instant::now());
+        if bytes >= min_bytes
+            || bytes > 0 && bytes >= max_bytes
+            || read.any_error
+            || now >= deadline
+            || watchers.is_empty()
         {
-            node.metrics.fetched_records_bytes.inc_by(bytes as u64);
-            return resp;
+            break read;
         }
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             // Deadline passed: answer with whatever is there now.
-            let (resp, bytes, _) = read_all(node, &wanted, max_bytes, version);
-            node.metrics.fetched_records_bytes.inc_by(bytes as u64);
-            return resp;
+            break read_all(node, &wanted, max_bytes, version);
+        }
+    };
+    node.metrics.fetched_records_bytes.inc_by(read.bytes as u64);
+    let include = node.fetch_sessions.finish(&plan, &read.outcomes);
+    let mut resp = FetchResponse::default();
+    resp.session_id = plan.session_id;
+    for ((w, p), included) in wanted.iter().zip(read.partitions).zip(include) {
+        if !included {
+            continue;
+        }
+        // Group partitions of the same topic together, in request order.
+        let key = &w.request.key;
+        match resp.responses.last_mut() {
+            Some(t) if t.topic == key.topic && t.topic_id == key.topic_id => t.partitions.push(p),
+            _ => {
+                let mut t = FetchableTopicResponse::default();
+                t.topic = if version >= 13 { TopicName::default() } else { key.topic.clone() };
+                t.topic_id = key.topic_id;
+                if version < 13 && t.topic.is_empty() {
+                    t.topic = topic_name(w.resolved.as_deref().unwrap_or(""));
+                }
+                t.partitions.push(p);
+                resp.responses.push(t);
+            }
         }
     }
+    resp
 }
 
-/// Builds the response from what the partitions hold now: (response, record bytes, any error).
-fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> (FetchResponse, usize, bool) {
-    let mut resp = FetchResponse::default();
-    let mut total = 0usize;
-    let mut any_error = false;
+/// What one pass over the partitions found.
+struct Read {
+    /// One per wanted partition, in order.
+    partitions: Vec<PartitionData>,
+    outcomes: Vec<PartitionOutcome>,
+    /// Record bytes in all.
+    bytes: usize,
+    any_error: bool,
+}
+
+/// Reads what the partitions hold now.
+fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> Read {
+    let mut out = Read {
+        partitions: Vec::with_capacity(wanted.len()),
+        outcomes: Vec::with_capacity(wanted.len()),
+        bytes: 0,
+        any_error: false,
+    };
     let mut first_with_data = true;
     for w in wanted {
         let mut p = PartitionData::default();
-        p.partition_index = w.partition;
+        p.partition_index = w.request.key.partition;
         p.high_watermark = -1;
         p.last_stable_offset = -1;
         p.log_start_offset = -1;
         p.records = Some(Bytes::new());
         let partition = match w.resolved.as_deref() {
-            Some(t) => node.leader_replica(t, w.partition).map_err(error_code::lookup),
+            Some(t) => node.leader_replica(t, w.request.key.partition).map_err(error_code::lookup),
             None if version >= 13 => Err(ResponseError::UnknownTopicId.code()),
             None => Err(ResponseError::UnknownTopicOrPartition.code()),
         };
+        let mut has_records = false;
         match partition {
-            Err(code) => {
-                p.error_code = code;
-                any_error = true;
-            }
+            Err(code) => p.error_code = code,
             Ok(partition) => {
-                let limit = usize::try_from(w.partition_max_bytes).unwrap_or(0).min(max_bytes.saturating_sub(total));
-                match partition.read(w.fetch_offset, limit, first_with_data) {
+                let limit = usize::try_from(w.request.partition_max_bytes)
+                    .unwrap_or(0)
+                    .min(max_bytes.saturating_sub(out.bytes));
+                match partition.read(w.request.fetch_offset, limit, first_with_data) {
                     Ok(read) => {
                         p.high_watermark = read.high_watermark;
                         p.last_stable_offset = read.high_watermark;
@@ -116,7 +193,8 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> (
                         if let Some(records) = read.records {
                             if !records.is_empty() {
                                 first_with_data = false;
-                                total += records.len();
+                                has_records = true;
+                                out.bytes += records.len();
                                 p.records = Some(records);
                             }
                         }
@@ -126,26 +204,20 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> (
                         p.high_watermark = partition.high_watermark();
                         p.last_stable_offset = p.high_watermark;
                         p.log_start_offset = partition.log_start_offset();
-                        any_error = true;
                         tracing::debug!(error = %error_code::message(&e), "fetch refused");
                     }
                 }
             }
         }
-        // Group partitions of the same topic together, in request order.
-        match resp.responses.last_mut() {
-            Some(t) if t.topic == w.topic && t.topic_id == w.topic_id => t.partitions.push(p),
-            _ => {
-                let mut t = FetchableTopicResponse::default();
-                t.topic = if version >= 13 { TopicName::default() } else { w.topic.clone() };
-                t.topic_id = w.topic_id;
-                if version < 13 && t.topic.is_empty() {
-                    t.topic = topic_name(w.resolved.as_deref().unwrap_or(""));
-                }
-                t.partitions.push(p);
-                resp.responses.push(t);
-            }
-        }
+        let error = p.error_code != 0;
+        out.any_error |= error;
+        out.outcomes.push(PartitionOutcome {
+            high_watermark: p.high_watermark,
+            log_start_offset: p.log_start_offset,
+            has_records,
+            error,
+        });
+        out.partitions.push(p);
     }
-    (resp, total, any_error)
+    out
 }
