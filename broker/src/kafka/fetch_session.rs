@@ -278,7 +278,8 @@ mod tests {
     fn a_session_answers_only_partitions_with_news() {
         let cache = FetchSessionCache::new(10, 100);
         let now = Instant::now();
-        let full = cache.begin(0, INITIAL_EPOCH, false, vec![req(0, 0), req(1, 0), req(2, 0)], vec![], now).expect("begin");
+        let full =
+            cache.begin(0, INITIAL_EPOCH, false, vec![req(0, 0), req(1, 0), req(2, 0)], vec![], now).expect("begin");
         assert!(full.session_id > 0 && !full.incremental);
         assert_eq!(cache.finish(&full, &[data(5), quiet(0), quiet(0)]), vec![true, true, true]);
 
@@ -336,7 +337,9 @@ mod tests {
         // Later, b stays busy and a is idle: a is evicted for the newcomer.
         let later = t0 + EVICTABLE_AFTER;
         assert!(cache.begin(b.session_id, 1, false, vec![], vec![], later).is_ok());
-        let d = cache.begin(0, INITIAL_EPOCH, false, vec![req(0, 0)], vec![], later + Duration::from_secs(1)).expect("begin");
+        let d = cache
+            .begin(0, INITIAL_EPOCH, false, vec![req(0, 0)], vec![], later + Duration::from_secs(1))
+            .expect("begin");
         assert!(d.session_id > 0);
         assert!(cache.begin(a.session_id, 1, false, vec![], vec![], later).is_err());
         // Growing a session past the partition bound ends it.
