@@ -53,6 +53,27 @@ struct Target {
     /// Topic to use.
     #[arg(long, default_value = "strom-load")]
     topic: String,
+    /// A librdkafka property for every client this run creates (repeatable), e.g.
+    /// `-X fetch.queue.backoff.ms=0`; applied after strom-load's own settings.
+    #[arg(short = 'X', long = "config", value_name = "KEY=VALUE", value_parser = parse_property)]
+    config: Vec<(String, String)>,
+}
+
+fn parse_property(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+impl Target {
+    /// `config` with this run's `-X` properties applied.
+    fn apply(&self, mut config: ClientConfig) -> ClientConfig {
+        for (k, v) in &self.config {
+            config.set(k, v);
+        }
+        config
+    }
 }
 
 #[derive(Debug, Args)]
@@ -209,7 +230,7 @@ fn producer_config(target: &Target, settings: &ProducerSettings) -> ClientConfig
         .set("linger.ms", settings.linger_ms.to_string())
         .set("batch.size", settings.batch_size.to_string())
         .set("compression.codec", &settings.compression);
-    config
+    target.apply(config)
 }
 
 fn prepare_topic(target: &Target, settings: &ProducerSettings) -> Result<()> {
@@ -314,10 +335,9 @@ fn all_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
 }
 
 fn consume(args: &ConsumeArgs) -> Result<Report> {
-    let consumer: BaseConsumer = clients::consumer_config(&args.target.bootstrap)
-        .set("fetch.wait.max.ms", "500")
-        .create()
-        .context("create consumer")?;
+    let mut config = clients::consumer_config(&args.target.bootstrap);
+    config.set("fetch.wait.max.ms", "500");
+    let consumer: BaseConsumer = args.target.apply(config).create().context("create consumer")?;
     let partitions = all_partitions(&consumer, &args.target.topic)?;
     let mut assignment = TopicPartitionList::new();
     for &p in &partitions {
@@ -371,11 +391,9 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
 
     // The consumer starts at the current end of every partition, named explicitly so that no
     // record produced after this point can be skipped.
-    let consumer: BaseConsumer = clients::consumer_config(&args.target.bootstrap)
-        .set("fetch.wait.max.ms", "100")
-        .set("fetch.min.bytes", "1")
-        .create()
-        .context("create consumer")?;
+    let mut config = clients::consumer_config(&args.target.bootstrap);
+    config.set("fetch.wait.max.ms", "100").set("fetch.min.bytes", "1");
+    let consumer: BaseConsumer = args.target.apply(config).create().context("create consumer")?;
     let mut assignment = TopicPartitionList::new();
     for p in all_partitions(&consumer, &args.target.topic)? {
         // Retried: a just-created partition may have no leader serving it for a moment.
