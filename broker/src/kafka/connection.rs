@@ -20,7 +20,9 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use crate::node::Node;
 use crate::shutdown::Shutdown;
 
+use super::fetch_reply::Part;
 use super::router::{self, Reply};
+use crate::log::FileSlice;
 
 /// A connection with no request for this long is closed (Kafka's connections.max.idle.ms).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -169,6 +171,33 @@ async fn read_requests(
     }
 }
 
+/// Sends a segment file range to the socket with `sendfile(2)`: the kernel copies page cache
+/// to socket buffers, and the bytes never pass through this process.
+async fn send_file(half: &tokio::net::tcp::OwnedWriteHalf, slice: &FileSlice) -> std::io::Result<()> {
+    let stream: &TcpStream = half.as_ref();
+    let mut offset = libc::off_t::try_from(slice.position)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "segment position out of range"))?;
+    let mut left = slice.len;
+    while left > 0 {
+        stream.writable().await?;
+        let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+            nix::sys::sendfile::sendfile(stream, &*slice.file, Some(&mut offset), left).map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the segment file ended before the range being sent",
+                ))
+            }
+            Ok(n) => left = left.saturating_sub(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Writes replies in arrival order, waiting for deferred ones; flushes only when no reply is
 /// queued, so the responses of pipelined requests go out together. `Some` if the connection
 /// must end (a write failed, or a request closes it).
@@ -189,6 +218,22 @@ async fn write_responses(
                 node.metrics.network_bytes_out.inc_by(buf.len() as u64);
                 if let Err(e) = writer.write_all(&buf).await {
                     return Some(End::Io(e));
+                }
+            }
+            Reply::Parts(parts) => {
+                node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64());
+                node.metrics.network_bytes_out.inc_by(parts.iter().map(|p| p.len() as u64).sum());
+                for part in parts {
+                    let written = match part {
+                        Part::Bytes(bytes) => writer.write_all(&bytes).await,
+                        Part::File(slice) => match writer.flush().await {
+                            Ok(()) => send_file(writer.get_ref(), &slice).await,
+                            Err(e) => Err(e),
+                        },
+                    };
+                    if let Err(e) = written {
+                        return Some(End::Io(e));
+                    }
                 }
             }
             Reply::Nothing => node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64()),

@@ -11,10 +11,12 @@
 //!   computed from it, so what is advertised is exactly what is routed.
 //! - [`handlers`]: one file per API key.
 //! - [`error_code`]: the one place where Strom's errors become Kafka error codes.
+//! - [`fetch_reply`]: Fetch responses spliced around `sendfile` of the segment ranges.
 //! - [`fetch_session`]: KIP-227 fetch sessions, the bookkeeping behind incremental fetches.
 
 pub mod connection;
 pub mod error_code;
+pub mod fetch_reply;
 pub mod fetch_session;
 pub mod handlers;
 pub mod listener;

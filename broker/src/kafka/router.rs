@@ -18,6 +18,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::node::Node;
 
+use super::fetch_reply::{self, Part};
 use super::handlers;
 use super::versions::{self, SupportedApi};
 
@@ -25,6 +26,8 @@ use super::versions::{self, SupportedApi};
 pub enum Reply {
     /// Write this frame (size prefix included).
     Frame(BytesMut),
+    /// Write these pieces in order (a Fetch response whose records come from segment files).
+    Parts(Vec<Part>),
     /// Nothing to send (Produce with acks=0).
     Nothing,
     /// Close the connection; the reason is logged.
@@ -38,6 +41,7 @@ impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Reply::Frame(b) => write!(f, "Frame({} bytes)", b.len()),
+            Reply::Parts(p) => write!(f, "Parts({} bytes)", p.iter().map(Part::len).sum::<usize>()),
             Reply::Nothing => write!(f, "Nothing"),
             Reply::Close(r) => write!(f, "Close({r})"),
             Reply::Deferred(_) => write!(f, "Deferred"),
@@ -131,7 +135,9 @@ async fn dispatch(
             handlers::produce::Outcome::NoResponse => Reply::Nothing,
             handlers::produce::Outcome::Close(reason) => Reply::Close(reason),
         },
-        ApiKey::Fetch => encode(key, version, c, &handlers::fetch::handle(node, req!(FetchRequest), version).await),
+        ApiKey::Fetch => {
+            fetch_reply::encode(version, c, handlers::fetch::handle(node, req!(FetchRequest), version).await)
+        }
         ApiKey::ListOffsets => {
             encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version))
         }

@@ -60,6 +60,15 @@ pub struct AppendOutcome {
 
 /// What a fetch gets from this partition.
 #[derive(Debug, Clone)]
+pub struct FetchSlice {
+    /// Whole record batches in a segment file; None when there is nothing at the offset yet.
+    pub slice: Option<FileSlice>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// What a read found, with the records in memory.
+#[derive(Debug, Clone)]
 pub struct FetchRead {
     /// Whole record batches; None when there is nothing at the offset yet.
     pub records: Option<Bytes>,
@@ -439,14 +448,8 @@ impl Partition {
         min_one_batch: bool,
         upper: Option<i64>,
     ) -> Result<FetchRead, PartitionError> {
-        let high_watermark = self.high_watermark();
-        let (slice, log_start_offset): (Option<FileSlice>, i64) = {
-            let state = self.state.lock();
-            let upper = upper.unwrap_or(high_watermark);
-            let slice = state.log.read(offset, max_bytes, upper, min_one_batch).map_err(|e| self.log_error(e))?;
-            (slice, state.log.log_start_offset())
-        };
-        let records = match slice {
+        let found = self.slice_up_to(offset, max_bytes, min_one_batch, upper)?;
+        let records = match found.slice {
             Some(slice) => Some(slice.read().map_err(|source| PartitionError::Io {
                 topic: self.topic.to_string(),
                 partition: self.index,
@@ -456,7 +459,27 @@ impl Partition {
             })?),
             None => None,
         };
-        Ok(FetchRead { records, high_watermark, log_start_offset })
+        Ok(FetchRead { records, high_watermark: found.high_watermark, log_start_offset: found.log_start_offset })
+    }
+
+    /// Where the whole batches at `offset` lie, up to the high watermark, without reading
+    /// them (a consumer's fetch sends them from the file).
+    pub fn read_slice(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<FetchSlice, PartitionError> {
+        self.slice_up_to(offset, max_bytes, min_one_batch, None)
+    }
+
+    fn slice_up_to(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        upper: Option<i64>,
+    ) -> Result<FetchSlice, PartitionError> {
+        let high_watermark = self.high_watermark();
+        let state = self.state.lock();
+        let upper = upper.unwrap_or(high_watermark);
+        let slice = state.log.read(offset, max_bytes, upper, min_one_batch).map_err(|e| self.log_error(e))?;
+        Ok(FetchSlice { slice, high_watermark, log_start_offset: state.log.log_start_offset() })
     }
 
     /// ListOffsets by timestamp: the first record at or after `timestamp` below the high

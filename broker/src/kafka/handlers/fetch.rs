@@ -6,7 +6,9 @@
 //! response, except that the first partition with data returns at least one whole batch so a
 //! consumer can never be stuck behind a batch larger than its limits. From v7 on, fetch
 //! sessions (KIP-227, [`crate::kafka::fetch_session`]): an incremental fetch reads every
-//! partition of its session and answers only those with news.
+//! partition of its session and answers only those with news. Records are not read here:
+//! the reply names their file ranges and the connection sends them with `sendfile`
+//! ([`crate::kafka::fetch_reply`]).
 
 use std::time::Duration;
 
@@ -18,7 +20,9 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use tokio::sync::watch;
 
 use crate::kafka::error_code;
+use crate::kafka::fetch_reply::FetchReply;
 use crate::kafka::fetch_session::{FetchPlan, PartitionKey, PartitionOutcome, PartitionRequest};
+use crate::log::FileSlice;
 use crate::node::Node;
 
 use super::topic_name;
@@ -59,7 +63,7 @@ fn forgotten(req: &FetchRequest) -> Vec<PartitionKey> {
         .collect()
 }
 
-pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply {
     let plan = if version >= 7 {
         let begun = node.fetch_sessions.begin(
             req.session_id,
@@ -74,7 +78,7 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
             Err(code) => {
                 let mut resp = FetchResponse::default();
                 resp.error_code = code;
-                return resp;
+                return FetchReply { response: resp, slices: Vec::new() };
             }
         }
     } else {
@@ -124,14 +128,20 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
     let include = node.fetch_sessions.finish(&plan, &read.outcomes);
     let mut resp = FetchResponse::default();
     resp.session_id = plan.session_id;
-    for ((w, p), included) in wanted.iter().zip(read.partitions).zip(include) {
+    let mut slices: Vec<Vec<Option<FileSlice>>> = Vec::new();
+    for (((w, p), slice), included) in wanted.iter().zip(read.partitions).zip(read.slices).zip(include) {
         if !included {
             continue;
         }
         // Group partitions of the same topic together, in request order.
         let key = &w.request.key;
         match resp.responses.last_mut() {
-            Some(t) if t.topic == key.topic && t.topic_id == key.topic_id => t.partitions.push(p),
+            Some(t) if t.topic == key.topic && t.topic_id == key.topic_id => {
+                t.partitions.push(p);
+                if let Some(s) = slices.last_mut() {
+                    s.push(slice);
+                }
+            }
             _ => {
                 let mut t = FetchableTopicResponse::default();
                 t.topic = if version >= 13 { TopicName::default() } else { key.topic.clone() };
@@ -141,16 +151,18 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchRespon
                 }
                 t.partitions.push(p);
                 resp.responses.push(t);
+                slices.push(vec![slice]);
             }
         }
     }
-    resp
+    FetchReply { response: resp, slices }
 }
 
 /// What one pass over the partitions found.
 struct Read {
-    /// One per wanted partition, in order.
+    /// One per wanted partition, in order (records empty where `slices` has the range).
     partitions: Vec<PartitionData>,
+    slices: Vec<Option<FileSlice>>,
     outcomes: Vec<PartitionOutcome>,
     /// Record bytes in all.
     bytes: usize,
@@ -161,6 +173,7 @@ struct Read {
 fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> Read {
     let mut out = Read {
         partitions: Vec::with_capacity(wanted.len()),
+        slices: Vec::with_capacity(wanted.len()),
         outcomes: Vec::with_capacity(wanted.len()),
         bytes: 0,
         any_error: false,
@@ -179,24 +192,23 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
             None => Err(ResponseError::UnknownTopicOrPartition.code()),
         };
         let mut has_records = false;
+        let mut found = None;
         match partition {
             Err(code) => p.error_code = code,
             Ok(partition) => {
                 let limit = usize::try_from(w.request.partition_max_bytes)
                     .unwrap_or(0)
                     .min(max_bytes.saturating_sub(out.bytes));
-                match partition.read(w.request.fetch_offset, limit, first_with_data) {
+                match partition.read_slice(w.request.fetch_offset, limit, first_with_data) {
                     Ok(read) => {
                         p.high_watermark = read.high_watermark;
                         p.last_stable_offset = read.high_watermark;
                         p.log_start_offset = read.log_start_offset;
-                        if let Some(records) = read.records {
-                            if !records.is_empty() {
-                                first_with_data = false;
-                                has_records = true;
-                                out.bytes += records.len();
-                                p.records = Some(records);
-                            }
+                        if let Some(slice) = read.slice.filter(|s| s.len > 0) {
+                            first_with_data = false;
+                            has_records = true;
+                            out.bytes += slice.len;
+                            found = Some(slice);
                         }
                     }
                     Err(e) => {
@@ -218,6 +230,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
             error,
         });
         out.partitions.push(p);
+        out.slices.push(found);
     }
     out
 }
