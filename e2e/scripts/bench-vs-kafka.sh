@@ -305,6 +305,22 @@ wait_topic_ready() { # wait_topic_ready NAME PARTITIONS : until every partition'
   log "topic $1: not every partition had a leader after 60 attempts; going on"
 }
 
+wait_committed() { # wait_committed NAME RECORDS : until the high watermarks add up to RECORDS
+  # With acks=1 a burst can be acknowledged faster than followers copy it; a consumer only
+  # reads up to the high watermark, so consuming at once would time replication, not reads.
+  local i total started=$SECONDS
+  for i in $(seq 200); do
+    total=$(kafka_tool get-offsets --bootstrap-server "$BOOTSTRAP" --topic "$1" 2>/dev/null |
+      awk -F: -v t="$1" '$1 == t { s += $3 } END { print s + 0 }')
+    if [[ $total -ge $2 ]]; then
+      (( SECONDS - started > 1 )) && log "  $1: every record committed after $((SECONDS - started)) s"
+      return 0
+    fi
+    sleep 0.2
+  done
+  log "topic $1: only $total of $2 records committed after 200 attempts; consuming anyway"
+}
+
 delete_topic() {
   kafka_tool topics --bootstrap-server "$BOOTSTRAP" --delete --topic "$1" >/dev/null 2>&1 ||
     log "could not delete topic $1 (ignored)"
@@ -473,6 +489,7 @@ one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT
     record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
       "$(parse_producer_perf "$RUNS/$name-produce.out")"
     RUN_FAILED=
+    wait_committed "$topic" "$records"
     measure run_consumer_perf "$name-consume" "$topic" "$records" || RUN_FAILED=1
     record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
       "$(parse_consumer_perf "$RUNS/$name-consume.out")"
@@ -481,6 +498,7 @@ one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT
     record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
       "$(parse_load "$RUNS/$name-produce.out")"
     RUN_FAILED=
+    wait_committed "$topic" "$records"
     measure run_load_consume "$name-consume" "$topic" "$records" || RUN_FAILED=1
     record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
       "$(parse_load "$RUNS/$name-consume.out")"
@@ -649,7 +667,9 @@ machine_md() {
 - Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s.
 - Client settings are each client's defaults: Java producer linger.ms=5, batch.size=16384 (idempotent with
   acks=all); strom-load linger.ms=5, batch.size=1000000. consumer-perf-test joins a group and its
-  figure excludes the join (fetch.MB.sec); strom-load consume assigns every partition and runs with
+  figure excludes the join (fetch.MB.sec); every consume run starts once the high watermarks
+  add up to what was produced (with acks=1 followers may still be copying a burst, and a
+  consumer reads only committed records); strom-load consume assigns every partition and runs with
   \`$CONSUME_OPTS\` for both systems: librdkafka (since 2.4) stops fetching a partition for
   fetch.queue.backoff.ms (default 1000 ms) whenever its queue holds more than queued.min.messages
   (100,000), so with the default a fast consumer of 100-byte records spends most of its time
