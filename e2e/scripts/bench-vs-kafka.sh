@@ -39,6 +39,8 @@
 # --quick: 100 B, acks=1, 1 partition, 200,000 records and one 5 s latency run, topology 1
 # unless --topology is given: checks that the script works, measures nothing.
 #
+# REPEAT=N (default 1) runs every throughput row N times (a fresh topic each time) and reports
+# the median run, for rows whose client-bound figures swing from run to run.
 # Record counts: RECORDS_100 (default 10,000,000) and RECORDS_1024 (2,000,000) records per
 # produce run; LATENCY_SECS (default 20) per latency run; LATENCY_RATE (50000). A full run
 # takes about an hour and needs ~15 GB free in DIR (1 KiB x RF 3, and Kafka deletes a
@@ -46,6 +48,8 @@
 # mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
 set -euo pipefail
 
+# Runs per throughput row; the report shows the median (by MB/s).
+REPEAT=${REPEAT:-1}
 # librdkafka's fetch backoff would dominate a fast consumer's figure (see the docs section).
 CONSUME_OPTS=${CONSUME_OPTS:--X fetch.queue.backoff.ms=10}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -422,14 +426,17 @@ parse_consumer_perf() { # a CSV header (start.time, ..., fetch.nMsg.sec) and one
   python3 - "$1" <<'EOF'
 import sys
 lines = [l.strip() for l in open(sys.argv[1]) if l.strip()]
+out = "0 - - - - - -"
 for i, line in enumerate(lines):
     if line.startswith("start.time") and i + 1 < len(lines):
         row = dict(zip([h.strip() for h in line.split(",")], [v.strip() for v in lines[i + 1].split(",")]))
-        secs = float(row["fetch.time.ms"]) / 1000
-        print(row["data.consumed.in.nMsg"], f"{secs:.3f}", row["fetch.nMsg.sec"], row["fetch.MB.sec"], "- - -")
+        try:
+            secs = float(row["fetch.time.ms"]) / 1000
+            out = f'{row["data.consumed.in.nMsg"]} {secs:.3f} {row["fetch.nMsg.sec"]} {row["fetch.MB.sec"]} - - -'
+        except (KeyError, ValueError):
+            pass
         break
-else:
-    print("0 - - - - - -")
+print(out)
 EOF
 }
 
@@ -474,11 +481,12 @@ record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PAR
   log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB$([[ $status == ok ]] || echo " [$status]")"
 }
 
-one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT
-  local topology=$1 system=$2 size=$3 acks=$4 parts=$5 client=$6 records topic name
+one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
+  local topology=$1 system=$2 size=$3 acks=$4 parts=$5 client=$6 rep=$7 records topic name
   records=$([[ $size == 100 ]] && echo "$RECORDS_100" || echo "$RECORDS_1024")
-  topic="bench-$size-acks$acks-p$parts-$client"
-  name="$system-$topology-$size-$acks-$parts-$client"
+  # A topic (and consumer-perf-test group) of its own per repetition.
+  topic="bench-$size-acks$acks-p$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
+  name="$system-$topology-$size-$acks-$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
   wait_for_disk $((records * (size + 70) * topology / 1048576))
   create_topic "$topic" "$parts" "$topology"
   wait_topic_ready "$topic" "$parts"
@@ -530,7 +538,9 @@ bench_system() { # bench_system SYSTEM TOPOLOGY
     for acks in "${ACKS_LIST[@]}"; do
       for parts in "${PARTITIONS_LIST[@]}"; do
         for client in java strom-load; do
-          one_row "$topology" "$system" "$size" "$acks" "$parts" "$client"
+          for rep in $(seq "$REPEAT"); do
+            one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
+          done
         done
       done
     done
@@ -569,9 +579,14 @@ def ratio(s, k):
 def mark(r):
     return "" if r is None or r["status"] == "ok" else " ⚠"
 
-by = {}
+# With REPEAT > 1 a key has several runs: the table shows the median one (by MB/s).
+runs = defaultdict(list)
 for r in rows:
-    by[(r["topology"], r["system"], r["record_size"], r["acks"], r["partitions"], r["client"], r["op"])] = r
+    runs[(r["topology"], r["system"], r["record_size"], r["acks"], r["partitions"], r["client"], r["op"])].append(r)
+by = {}
+for key, group in runs.items():
+    group.sort(key=lambda r: (num(r["mb_per_s"]) is None, num(r["mb_per_s"]) or 0))
+    by[key] = group[(len(group) - 1) // 2]
 
 def value(key, field):
     r = by.get(key)
@@ -664,7 +679,8 @@ machine_md() {
   JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
   strom-load on librdkafka ${librdkafka#*+} (the rdkafka crate's bundled librdkafka, rdkafka-sys $librdkafka).
-- Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s.
+- Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s;
+  each throughput figure is the median of $REPEAT run(s) of its row (by MB/s; CPU and RSS over all runs).
 - Client settings are each client's defaults: Java producer linger.ms=5, batch.size=16384 (idempotent with
   acks=all); strom-load linger.ms=5, batch.size=1000000. consumer-perf-test joins a group and its
   figure excludes the join (fetch.MB.sec); every consume run starts once the high watermarks
