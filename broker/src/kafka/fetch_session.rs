@@ -189,27 +189,39 @@ impl FetchSessionCache {
             return vec![true; outcomes.len()];
         };
         let mut include = Vec::with_capacity(outcomes.len());
-        let mut returned_records = Vec::new();
-        for (request, outcome) in plan.partitions.iter().zip(outcomes) {
-            let Some(cached) = session.partitions.iter_mut().find(|c| c.request.key == request.key) else {
+        let mut returned = vec![false; session.partitions.len()];
+        for (i, (request, outcome)) in plan.partitions.iter().zip(outcomes).enumerate() {
+            // The plan lists the session's partitions in its order, so index i is the one
+            // unless another request changed the session in between.
+            let at = match session.partitions.get(i) {
+                Some(c) if c.request.key == request.key => Some(i),
+                _ => session.partitions.iter().position(|c| c.request.key == request.key),
+            };
+            let Some(at) = at else {
                 include.push(!plan.incremental);
                 continue;
             };
+            let cached = &mut session.partitions[at];
             let now = (outcome.high_watermark, outcome.log_start_offset);
             let news = outcome.has_records || outcome.error || cached.told != Some(now);
             if !outcome.error {
                 cached.told = Some(now);
             }
-            if outcome.has_records {
-                returned_records.push(request.key.clone());
-            }
+            returned[at] |= outcome.has_records;
             include.push(!plan.incremental || news);
         }
-        for key in returned_records {
-            if let Some(i) = session.partitions.iter().position(|c| c.request.key == key) {
-                let moved = session.partitions.remove(i);
-                session.partitions.push(moved);
+        // Partitions that returned records go last, in their order (one stable pass).
+        if returned.iter().any(|r| *r) {
+            let (mut last, mut first) = (Vec::new(), Vec::with_capacity(session.partitions.len()));
+            for (c, r) in std::mem::take(&mut session.partitions).into_iter().zip(returned) {
+                if r {
+                    last.push(c);
+                } else {
+                    first.push(c);
+                }
             }
+            first.extend(last);
+            session.partitions = first;
         }
         include
     }
