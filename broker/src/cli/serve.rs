@@ -127,6 +127,9 @@ pub struct ServeArgs {
     /// max.connections.
     #[arg(long, env = "STROM_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// socket.send.buffer.bytes: SO_SNDBUF of client connections, -1 for the OS default.
+    #[arg(long, env = "STROM_SOCKET_SEND_BUFFER_BYTES", allow_hyphen_values = true)]
+    pub socket_send_buffer_bytes: Option<i32>,
     /// Log output: text or json.
     #[arg(long, env = "STROM_LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -201,6 +204,7 @@ impl ServeArgs {
             socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections,
+            socket_send_buffer_bytes,
             log_format,
             offsets_topic_num_partitions,
             offsets_topic_segment_bytes,
@@ -266,6 +270,21 @@ mod tests {
             (c.group_initial_rebalance_delay_ms, c.offsets_topic_num_partitions, c.group_min_session_timeout_ms),
             (0, 3, 100)
         );
+    }
+
+    #[test]
+    fn socket_send_buffer_bytes_takes_minus_one_and_refuses_zero() {
+        let parse = |v: &str| {
+            let w = Wrapper::try_parse_from(["x", "--socket-send-buffer-bytes", v]).expect("parse");
+            w.args.into_config().expect("config")
+        };
+        assert_eq!(BrokerConfig::default().socket_send_buffer_bytes, 102_400);
+        let os_default = parse("-1");
+        assert_eq!(os_default.socket_send_buffer_bytes, -1);
+        assert!(os_default.validate().is_ok());
+        let err = parse("0").validate().expect_err("0 is refused");
+        assert_eq!(err.key, "socket_send_buffer_bytes");
+        assert!(parse("-2").validate().is_err());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct ConnectionLimits {
     pub max_request_bytes: u32,
     /// Permits are bytes of request bodies held in memory at once.
     pub request_budget: Arc<Semaphore>,
+    /// `socket.send.buffer.bytes` (None: the OS's autotuning).
+    pub send_buffer_bytes: Option<usize>,
 }
 
 /// Bodies are read in chunks of at most this size, so memory grows with the bytes that
@@ -77,6 +79,11 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits,
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
+    }
+    if let Some(bytes) = limits.send_buffer_bytes {
+        if let Err(e) = nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::SndBuf, &bytes) {
+            tracing::debug!(%peer, error = %e, "setting SO_SNDBUF failed");
+        }
     }
     node.metrics.connections.inc();
     let end = run(&node, &peer, stream, &limits, &mut shutdown).await;

@@ -20,6 +20,7 @@ pub async fn run(listener: TcpListener, node: Arc<Node>, mut shutdown: Shutdown)
     let limits = ConnectionLimits {
         max_request_bytes: node.config.socket_request_max_bytes,
         request_budget: Arc::new(Semaphore::new(budget)),
+        send_buffer_bytes: usize::try_from(node.config.socket_send_buffer_bytes).ok(),
     };
     let mut backoff = Duration::from_millis(5);
     loop {

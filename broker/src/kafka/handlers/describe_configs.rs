@@ -138,5 +138,6 @@ fn broker_entries(c: &BrokerConfig) -> Vec<Entry> {
         entry("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
         entry("queued.max.request.bytes", c.queued_max_request_bytes.to_string(), ConfigType::Long),
         entry("max.connections", c.max_connections.to_string(), ConfigType::Int),
+        entry("socket.send.buffer.bytes", c.socket_send_buffer_bytes.to_string(), ConfigType::Int),
     ]
 }
