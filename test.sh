@@ -4,7 +4,7 @@
 #                        librdkafka (rdkafka crate), then kcat and kafka-python (e2e/scripts)
 #                        and Apache Kafka's own tools and Java client (e2e/tests/kafka_tools.rs)
 # Environment: STROM_SKIP_LINT=1 skips fmt/clippy; CARGO_BUILD_JOBS as usual; STROM_CACHE_DIR
-# (default ~/.cache/strom) holds Kafka's jars between runs.
+# (default ~/.cache/strom) holds Kafka's jars and the Kubernetes control plane between runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -41,6 +41,12 @@ if ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
 fi
 step "Apache Kafka's jars (fetched once per machine)"
 bash e2e/kafka/kafka.sh home
+
+# The Kubernetes control plane of e2e/tests/k8s_*.rs: etcd, kube-apiserver,
+# kube-controller-manager and kubectl built from Go modules, once per machine (cached by
+# version under STROM_CACHE_DIR; a fresh machine downloads and compiles for a while).
+step "Kubernetes control plane (built once per machine)"
+bash e2e/k8s/controlplane/build.sh
 
 step "cargo test -p e2e (real strom processes, librdkafka clients; one test at a time)"
 export STROM_BIN="$PWD/target/release/strom"

@@ -13,6 +13,9 @@
 //! - [`cli`]: running the `strom` admin CLI as a child process (exit code, stdout, stderr).
 //! - [`kafka`]: Apache Kafka's own tools (kafka-topics, kafka-consumer-groups, ...) and a small
 //!   Java client program, on jars `e2e/kafka/kafka.sh` fetches from Maven Central.
+//! - [`k8s`]: a real Kubernetes control plane (etcd, kube-apiserver with its own CA and RBAC,
+//!   kube-controller-manager) built from Go modules by `e2e/k8s/controlplane/build.sh`, one
+//!   per test process, a namespace per test, kubectl against it.
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
@@ -35,6 +38,7 @@ pub mod cli;
 pub mod clients;
 pub mod cluster;
 pub mod groups;
+pub mod k8s;
 pub mod kafka;
 pub mod process;
 pub mod proxy;
