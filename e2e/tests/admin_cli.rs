@@ -57,7 +57,15 @@ fn topics_are_created_altered_described_and_deleted_through_the_cli() {
     );
     assert_eq!(altered["partitions"].as_i64(), Some(6), "{altered}");
     assert_eq!(altered["configs"]["retention.ms"].as_str(), Some("60000"));
-    let view = cluster.wait_fully_replicated(&[2], "clicks", 3, SETTLE).expect("6 partitions");
+    // Broker 2 may not have applied the new partitions yet when the CLI returns: wait until it
+    // lists all 6, each fully replicated.
+    let view = e2e::cluster::wait_until(SETTLE, || {
+        let view = cluster.wait_fully_replicated(&[2], "clicks", 3, SETTLE)?;
+        let partitions = view.topics["clicks"].partitions.len();
+        anyhow::ensure!(partitions == 6, "broker 2 lists {partitions} partitions");
+        Ok(view)
+    })
+    .expect("6 partitions");
     assert_eq!(view.topics["clicks"].partitions.len(), 6);
 
     // Down to replication factor 2 by reassignment, then back to 3.
