@@ -14,7 +14,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e::k8s::controlplane::{wait_until, ControlPlane};
+use anyhow::ensure;
+use e2e::cluster::wait_until;
+use e2e::k8s::controlplane::ControlPlane;
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -131,7 +133,11 @@ fn rbac_is_enforced_for_a_service_account() {
             &format!("--serviceaccount={ns}:reader"),
         ])
         .unwrap();
-    wait_until(Duration::from_secs(30), "the RoleBinding takes effect", || Ok(can("list", "pods") == "yes")).unwrap();
+    wait_until(Duration::from_secs(30), || {
+        ensure!(can("list", "pods") == "yes", "the RoleBinding has not taken effect");
+        Ok(())
+    })
+    .unwrap();
     assert_eq!(can("delete", "pods"), "no", "only the verbs granted");
     // Impersonated requests are judged for real, not only by can-i.
     plane.kubectl_ok(&["-n", &ns, "run", "idle", "--image=strom:e2e", "--restart=Never"]).unwrap();
@@ -187,10 +193,11 @@ spec:
     assert_eq!(code, 0, "{out}");
     // No scheduler or kubelet runs yet: the pods stay Pending, but the controller made them
     // (and their claims) from the template, with the ordinal names and owner references.
-    wait_until(Duration::from_secs(60), "two pods and two claims", || {
+    wait_until(Duration::from_secs(60), || {
         let pods = plane.kubectl_ok(&["-n", &ns, "get", "pods", "-o", "name"])?;
         let claims = plane.kubectl_ok(&["-n", &ns, "get", "pvc", "-o", "name"])?;
-        Ok(pods.lines().count() == 2 && claims.lines().count() == 2)
+        ensure!(pods.lines().count() == 2 && claims.lines().count() == 2, "pods:\n{pods}claims:\n{claims}");
+        Ok(())
     })
     .unwrap();
     let pods = plane.kubectl_ok(&["-n", &ns, "get", "pods", "-o", "name"]).unwrap();
@@ -219,8 +226,10 @@ spec:
 
     // The garbage collector removes the pods once their owner is deleted.
     plane.kubectl_ok(&["-n", &ns, "delete", "statefulset", "brokers", "--cascade=foreground", "--wait=false"]).unwrap();
-    wait_until(Duration::from_secs(60), "the garbage collector deletes the pods", || {
-        Ok(plane.kubectl_ok(&["-n", &ns, "get", "pods", "-o", "name"])?.trim().is_empty())
+    wait_until(Duration::from_secs(60), || {
+        let pods = plane.kubectl_ok(&["-n", &ns, "get", "pods", "-o", "name"])?;
+        ensure!(pods.trim().is_empty(), "the garbage collector has not deleted {pods}");
+        Ok(())
     })
     .unwrap();
     let claims = plane.kubectl_ok(&["-n", &ns, "get", "pvc", "-o", "name"]).unwrap();

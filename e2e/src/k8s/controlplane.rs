@@ -6,7 +6,7 @@
 //! takes a namespace of its own ([`ControlPlane::namespace`]). The processes are started from
 //! a keeper thread that lives as long as the test process and are spawned with
 //! `PR_SET_PDEATHSIG`, so they die with the test process however it ends (a failed test, a
-//! panic, SIGKILL); [`ControlPlane::stop`] ends them in order for a test that owns one.
+//! panic, SIGKILL).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::broker::{free_local_addrs, http_get};
+use crate::cluster::wait_until;
 use crate::process::{run_to_end, run_with_stdin, Finished};
 
 /// The first build downloads ~400 MB of modules and compiles for many minutes on 2 cores.
@@ -138,20 +139,12 @@ impl ControlPlane {
             self.kubeconfig.display(),
             self.dir.display()
         );
-        wait_until(START_DEADLINE, "the namespace's default ServiceAccount", || {
-            Ok(self.kubectl(&["-n", &name, "get", "serviceaccount", "default", "-o", "name"])?.code == 0)
+        wait_until(START_DEADLINE, || {
+            let run = self.kubectl(&["-n", &name, "get", "serviceaccount", "default", "-o", "name"])?;
+            anyhow::ensure!(run.code == 0, "no default ServiceAccount in {name} yet: {}", run.stderr.trim());
+            Ok(())
         })?;
         Ok(name)
-    }
-
-    /// SIGTERM to the controller manager, the apiserver and etcd, in that order; SIGKILL to
-    /// what is still running after 10 s.
-    pub fn stop(&self) {
-        let mut processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
-        for component in processes.iter_mut().rev() {
-            terminate(&mut component.child, Duration::from_secs(10));
-        }
-        processes.clear();
     }
 
     /// The tail of a component's log, for failure messages.
@@ -340,26 +333,6 @@ impl ControlPlane {
     }
 }
 
-/// Polls `ready` every 200 ms until it holds or `timeout` passes.
-pub fn wait_until(timeout: Duration, what: &str, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    let mut last_error = None;
-    loop {
-        match ready() {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(e) => last_error = Some(e),
-        }
-        if Instant::now() > deadline {
-            return Err(match last_error {
-                Some(e) => e.context(format!("{what}: not within {timeout:?}")),
-                None => anyhow!("{what}: not within {timeout:?}"),
-            });
-        }
-        thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// The child gets SIGKILL when the thread that spawned it ends (for the keeper thread: when
 /// the test process ends), so no component outlives its test run.
 #[allow(unsafe_code)]
@@ -379,22 +352,6 @@ fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
-}
-
-/// SIGTERM, then SIGKILL after `grace`; reaps the child.
-fn terminate(child: &mut Child, grace: Duration) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A CA, the apiserver's serving certificate (for 127.0.0.1, localhost and the in-cluster
