@@ -305,16 +305,28 @@ fn kafka_consumer_groups_lists_describes_resets_and_deletes_groups() {
     for (p, (current, end, lag)) in &now {
         assert_eq!((current.as_str(), lag.clone()), ("0", end.to_string()), "clicks-{p} back to 0");
     }
-    reset(&["--topic", "clicks:0", "--to-offset", "25", "--execute"]);
-    reset(&["--topic", "clicks:1", "--to-latest", "--execute"]);
-    reset(&["--topic", "clicks:2", "--shift-by", "7", "--execute"]);
+    // The perf tool's sticky partitioner spreads the records unevenly (a partition may get
+    // none), so the targets are picked by each partition's log end offset: `big` holds at
+    // least a third of the 3000 records.
+    let mut by_size: Vec<(i32, i64)> = now.iter().map(|(p, (_, end, _))| (*p, *end)).collect();
+    by_size.sort_by_key(|(p, end)| (std::cmp::Reverse(*end), *p));
+    let [(big, big_end), (other, other_end), (small, small_end)] = by_size[..] else {
+        panic!("three partitions: {now:?}")
+    };
+    assert!(big_end >= 1000, "{now:?}");
+    reset(&["--topic", &format!("clicks:{big}"), "--to-offset", "25", "--execute"]);
+    reset(&["--topic", &format!("clicks:{other}"), "--to-latest", "--execute"]);
+    // Kafka's tool clamps a target past the log end offset to the log end offset.
+    reset(&["--topic", &format!("clicks:{small}"), "--to-offset", "1000000", "--execute"]);
     let now = group_offsets(&cluster, "readers", "clicks");
-    assert_eq!(now[&0].0, "25", "{now:?}");
-    assert_eq!(now[&1].0, now[&1].1.to_string(), "{now:?}");
-    assert_eq!(now[&2].0, "7", "{now:?}");
+    assert_eq!(now[&big].0, "25", "{now:?}");
+    assert_eq!(now[&other].0, other_end.to_string(), "{now:?}");
+    assert_eq!(now[&small].0, small_end.to_string(), "{now:?}");
+    reset(&["--topic", &format!("clicks:{big}"), "--shift-by", "7", "--execute"]);
+    assert_eq!(group_offsets(&cluster, "readers", "clicks")[&big].0, "32");
     // A datetime before every record rewinds to the first offset.
-    reset(&["--topic", "clicks:0", "--to-datetime", "2020-01-01T00:00:00.000", "--execute"]);
-    assert_eq!(group_offsets(&cluster, "readers", "clicks")[&0].0, "0");
+    reset(&["--topic", &format!("clicks:{big}"), "--to-datetime", "2020-01-01T00:00:00.000", "--execute"]);
+    assert_eq!(group_offsets(&cluster, "readers", "clicks")[&big].0, "0");
 
     let deleted = ok(&cluster, "consumer-groups", &["--delete", "--group", "readers"]);
     assert!(deleted.stdout.contains("Deletion of requested consumer groups ('readers') was successful."), "{deleted}");
