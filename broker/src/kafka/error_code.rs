@@ -31,7 +31,7 @@ pub fn partition(e: &PartitionError) -> i16 {
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         PartitionError::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         PartitionError::ReplicationTimeout { .. } => ResponseError::RequestTimedOut,
-        PartitionError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
+        PartitionError::NotLeader { .. } | PartitionError::NotFollowing { .. } => ResponseError::NotLeaderOrFollower,
         PartitionError::Log { source: LogError::OffsetOutOfRange { .. }, .. } => ResponseError::OffsetOutOfRange,
         PartitionError::Log { .. } | PartitionError::Io { .. } => ResponseError::KafkaStorageError,
     };

@@ -31,6 +31,12 @@ pub enum PartitionError {
     },
     #[error("{topic}-{partition}: this broker is not the partition's leader")]
     NotLeader { topic: String, partition: i32 },
+    /// A follower-side change (appending a leader's batches, truncating) arrived after the
+    /// replica's role moved on from the leader epoch it was fetched in: it is dropped.
+    #[error(
+        "{topic}-{partition}: fetched as a follower in leader epoch {fetched_in}, but the replica is now {now} in epoch {leader_epoch}"
+    )]
+    NotFollowing { topic: String, partition: i32, fetched_in: i32, leader_epoch: i32, now: &'static str },
     #[error("{topic}-{partition}: {isr} in-sync replicas, fewer than min.insync.replicas {min}")]
     NotEnoughReplicas { topic: String, partition: i32, isr: i32, min: i32 },
     #[error(

@@ -233,21 +233,21 @@ impl Partition {
 
     /// Appends the leader's batches (follower side) and follows the leader's high watermark
     /// and log start offset. Returns the new log end offset.
+    ///
+    /// `fetched_in` is the leader epoch the fetch was made in; this and the truncations below
+    /// refuse with [`PartitionError::NotFollowing`] once the replica's role has moved on, so an
+    /// answer still in flight when this broker became leader cannot touch the new leader's
+    /// log or its epoch cache.
     pub fn append_from_leader(
         &self,
+        fetched_in: i32,
         records: &Bytes,
         leader_high_watermark: i64,
         leader_log_start_offset: i64,
     ) -> Result<i64, PartitionError> {
         let now = now_ms();
         let mut state = self.state.lock();
-        if self.leadership.read().is_leader {
-            return Err(PartitionError::InvalidRecord {
-                topic: self.topic.to_string(),
-                partition: self.index,
-                reason: "a leader does not append replicated batches".into(),
-            });
-        }
+        self.still_following(fetched_in)?;
         if !records.is_empty() {
             state.log.append_replicated(records, now).map_err(|e| self.log_error(e))?;
             let state = &mut *state;
@@ -276,18 +276,36 @@ impl Partition {
 
     /// Truncates this follower's log to `offset` (where its history diverged from the
     /// leader's); the epoch cache, producer state and high watermark follow.
-    pub fn truncate_to(&self, offset: i64) -> Result<i64, PartitionError> {
+    pub fn truncate_to(&self, fetched_in: i32, offset: i64) -> Result<i64, PartitionError> {
         let mut state = self.state.lock();
+        self.still_following(fetched_in)?;
         let leo = state.log.truncate_to(offset).map_err(|e| self.log_error(e))?;
         self.after_truncation(&mut state, leo)?;
         Ok(leo)
     }
 
     /// Empties this follower's log and restarts it at `offset` (the leader's log start).
-    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
+    pub fn truncate_fully_and_start_at(&self, fetched_in: i32, offset: i64) -> Result<(), PartitionError> {
         let mut state = self.state.lock();
+        self.still_following(fetched_in)?;
         state.log.truncate_fully_and_start_at(offset).map_err(|e| self.log_error(e))?;
         self.after_truncation(&mut state, offset)
+    }
+
+    /// Ok while this replica follows in `fetched_in` (call with the state lock held: roles
+    /// change under it, in [`Partition::set_leadership`]).
+    fn still_following(&self, fetched_in: i32) -> Result<(), PartitionError> {
+        let leadership = self.leadership.read();
+        if !leadership.is_leader && leadership.leader_epoch == fetched_in {
+            return Ok(());
+        }
+        Err(PartitionError::NotFollowing {
+            topic: self.topic.to_string(),
+            partition: self.index,
+            fetched_in,
+            leader_epoch: leadership.leader_epoch,
+            now: if leadership.is_leader { "the leader" } else { "a follower" },
+        })
     }
 
     fn after_truncation(&self, state: &mut State, leo: i64) -> Result<(), PartitionError> {

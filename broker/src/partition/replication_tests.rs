@@ -72,11 +72,11 @@ fn fetch_once(leader: &Partition, follower: &Partition, epoch: i32) -> bool {
         .expect("fetch");
     if let Some(end) = read.diverging {
         let at = follower.divergence_point(end.epoch, end.end_offset, read.log_start_offset);
-        follower.truncate_to(at).expect("truncate");
+        follower.truncate_to(epoch, at).expect("truncate");
         return true;
     }
     follower
-        .append_from_leader(&read.records.unwrap_or_default(), read.high_watermark, read.log_start_offset)
+        .append_from_leader(epoch, &read.records.unwrap_or_default(), read.high_watermark, read.log_start_offset)
         .expect("append");
     false
 }
@@ -166,4 +166,50 @@ async fn acks_all_waits_for_the_isr_and_answers_not_enough_replicas_after_append
     // And now it is refused before the append.
     let refused = leader.append(&batch(1, "w"), -1, 1_000);
     assert!(matches!(refused, Err(PartitionError::NotEnoughReplicas { .. })), "{refused:?}");
+}
+
+#[test]
+fn an_answer_fetched_in_an_older_epoch_cannot_touch_a_replica_that_leads_now() {
+    // CI once saw this: broker 4 became leader while its fetch to the old leader was in
+    // flight; the answer truncated its log to where it already ended, which dropped the new
+    // epoch from its epoch cache, and a follower then looped forever on "diverged".
+    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (one, two) = (replica(a.path(), 0), replica(b.path(), 1));
+    one.set_leadership(role(0, 0, 0, &[0, 1]));
+    two.set_leadership(role(1, 0, 0, &[0, 1]));
+    one.append(&batch(5, "shared"), 1, 1_000).expect("append");
+    fetch_once(&one, &two, 0);
+    fetch_once(&one, &two, 0);
+    one.append(&batch(3, "uncommitted"), 1, 1_000).expect("append");
+    // Epoch 1: broker 1 leads from offset 5.
+    two.set_leadership(role(1, 1, 1, &[1]));
+    one.set_leadership(role(0, 1, 1, &[1]));
+    let new_epoch = two.epoch_end(1);
+    assert_eq!((new_epoch.epoch, new_epoch.end_offset), (1, 5));
+    // Answers of a fetch made in epoch 0 arrive now: each is refused, nothing changes.
+    let late = two.truncate_to(0, 5);
+    assert!(matches!(late, Err(PartitionError::NotFollowing { fetched_in: 0, leader_epoch: 1, .. })), "{late:?}");
+    let late = two.append_from_leader(0, &batch(1, "late"), 5, 0);
+    assert!(matches!(late, Err(PartitionError::NotFollowing { .. })), "{late:?}");
+    let late = two.truncate_fully_and_start_at(0, 0);
+    assert!(matches!(late, Err(PartitionError::NotFollowing { .. })), "{late:?}");
+    assert_eq!(two.log_end_offset(), 5);
+    assert_eq!(two.epoch_end(1), new_epoch, "the new epoch is still in the leader's cache");
+    // A follower's own stale answer is refused too once it follows in a newer epoch.
+    let late = one.truncate_to(0, 0);
+    assert!(matches!(late, Err(PartitionError::NotFollowing { now: "a follower", .. })), "{late:?}");
+    assert_eq!(one.log_end_offset(), 8);
+
+    // The new leader writes in epoch 1; the old one truncates its uncommitted records once
+    // and then copies, ending identical.
+    two.append(&batch(2, "new"), 1, 1_000).expect("append");
+    let mut divergences = 0;
+    for _ in 0..10 {
+        divergences += usize::from(fetch_once(&two, &one, 1));
+        if one.log_end_offset() == two.log_end_offset() && one.epoch_end(1) == two.epoch_end(1) {
+            break;
+        }
+    }
+    assert_eq!(divergences, 1, "one truncation, not a loop");
+    assert_eq!(everything(&one), everything(&two));
 }

@@ -169,7 +169,8 @@ async fn fetch_loop(mut l: FetchLoop) {
             max_bytes: l.config.max_bytes,
             partitions: Vec::with_capacity(targets.len()),
         };
-        let mut local: HashMap<(String, i32), Arc<Partition>> = HashMap::new();
+        // Each partition with the leader epoch it is fetched in.
+        let mut local: HashMap<(String, i32), (Arc<Partition>, i32)> = HashMap::new();
         for ((topic, p), target) in &targets {
             let Some(replica) = l.replicas.get(topic, *p).filter(|r| r.topic_id == target.topic_id) else { continue };
             let (fetch_offset, last_fetched_epoch) = replica.fetch_position();
@@ -182,7 +183,7 @@ async fn fetch_loop(mut l: FetchLoop) {
                 last_fetched_epoch,
                 max_bytes: l.config.max_bytes,
             });
-            local.insert((topic.clone(), *p), replica);
+            local.insert((topic.clone(), *p), (replica, target.leader_epoch));
         }
         let channel = match l.channels.get(&addr) {
             Ok(c) => c,
@@ -230,12 +231,17 @@ async fn fetch_loop(mut l: FetchLoop) {
 }
 
 /// Applies one answer; true if any partition made progress (or is in step).
-fn apply_all(partitions: Vec<PartitionData>, local: &HashMap<(String, i32), Arc<Partition>>) -> bool {
+fn apply_all(partitions: Vec<PartitionData>, local: &HashMap<(String, i32), (Arc<Partition>, i32)>) -> bool {
     let mut progress = false;
     for data in partitions {
-        let Some(replica) = local.get(&(data.topic.clone(), data.partition)) else { continue };
-        match apply(replica, &data) {
+        let Some((replica, fetched_in)) = local.get(&(data.topic.clone(), data.partition)) else { continue };
+        match apply(replica, *fetched_in, &data) {
             Ok(p) => progress |= p,
+            Err(e @ crate::partition::PartitionError::NotFollowing { .. }) => {
+                // The metadata moved on while the fetch was in flight (this broker may lead
+                // now): the answer is stale, and the next fetch uses the new role.
+                tracing::debug!(error = %e, "dropped a replica fetch answer from an older leader epoch");
+            }
             Err(e) => tracing::warn!(
                 topic = %data.topic,
                 partition = data.partition,
@@ -248,7 +254,7 @@ fn apply_all(partitions: Vec<PartitionData>, local: &HashMap<(String, i32), Arc<
 }
 
 /// Applies one partition's answer; true unless the leader refused it.
-fn apply(replica: &Partition, data: &PartitionData) -> Result<bool, crate::partition::PartitionError> {
+fn apply(replica: &Partition, fetched_in: i32, data: &PartitionData) -> Result<bool, crate::partition::PartitionError> {
     let error = ReplicaError::try_from(data.error).unwrap_or(ReplicaError::StorageError);
     match error {
         ReplicaError::None if data.diverged => {
@@ -262,19 +268,19 @@ fn apply(replica: &Partition, data: &PartitionData) -> Result<bool, crate::parti
                 truncate_to = offset,
                 "log diverged from the leader's; truncating"
             );
-            replica.truncate_to(offset)?;
+            replica.truncate_to(fetched_in, offset)?;
             Ok(true)
         }
         ReplicaError::None => {
-            replica.append_from_leader(&data.records, data.high_watermark, data.log_start_offset)?;
+            replica.append_from_leader(fetched_in, &data.records, data.high_watermark, data.log_start_offset)?;
             Ok(true)
         }
         ReplicaError::OffsetOutOfRange => {
             let (leo, _) = replica.fetch_position();
             if leo < data.log_start_offset {
-                replica.truncate_fully_and_start_at(data.log_start_offset)?;
+                replica.truncate_fully_and_start_at(fetched_in, data.log_start_offset)?;
             } else if data.log_end_offset >= 0 && leo > data.log_end_offset {
-                replica.truncate_to(data.log_end_offset)?;
+                replica.truncate_to(fetched_in, data.log_end_offset)?;
             }
             Ok(true)
         }
