@@ -336,7 +336,7 @@ impl ControlPlane {
 /// The child gets SIGKILL when the thread that spawned it ends (for the keeper thread: when
 /// the test process ends), so no component outlives its test run.
 #[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2) and
     // getppid(2), both async-signal-safe, touching no memory shared with the parent.
