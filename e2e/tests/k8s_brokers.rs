@@ -240,6 +240,23 @@ fn a_statefulset_of_three_brokers_forms_a_cluster_through_dns_names_and_serves_a
     println!("three pods: {checked:?}");
     assert_eq!(checked.failed, 0, "{checked:?}");
     assert!(checked.acked >= 1000, "{checked:?}");
+
+    // A container that dies is restarted in the same pod, and the API says so.
+    let crashed = b.runner.observed().running["strom-2"].clone();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(crashed.pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_for(&b.runner, REJOIN, "strom-2 restarted after SIGKILL", || {
+        let restarts =
+            b.kubectl(&["get", "pod", "strom-2", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"])?;
+        let now = b.runner.observed().running.get("strom-2").cloned().context("strom-2 not running")?;
+        ensure!(
+            restarts == "1" && now.uid == crashed.uid && now.pid != crashed.pid,
+            "restartCount {restarts:?}, {now:?}"
+        );
+        Ok(())
+    })
+    .unwrap();
+    b.wait_ready(3, REJOIN).unwrap();
+    b.wait_in_sync(2, "events", 3, REJOIN).unwrap();
 }
 
 #[test]

@@ -14,9 +14,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::ensure;
+use anyhow::{ensure, Context};
 use e2e::cluster::wait_until;
 use e2e::k8s::controlplane::ControlPlane;
+use e2e::k8s::kubelet::{wait_for, PodRunner};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -237,15 +238,29 @@ spec:
 }
 
 /// Run by `no_component_outlives_a_failing_test` in a child test process: starts the control
-/// plane, writes its component pids, then fails.
+/// plane and a pod through the pod runner, writes their pids, then fails.
 #[test]
 #[ignore = "a helper: run by no_component_outlives_a_failing_test"]
 fn helper_start_the_control_plane_then_fail() {
     let Ok(out) = std::env::var("STROM_E2E_PIDS_OUT") else { return };
     let plane = ControlPlane::shared().unwrap();
-    let pids = component_pids(plane.dir());
+    let mut pids = component_pids(plane.dir());
+    // A pod run by the pod runner, whose process must go too.
+    let ns = plane.namespace("outlive").unwrap();
+    let sleep = Path::new("/bin/sleep");
+    let runner = PodRunner::start(plane, &ns, &[("sleep", sleep)]).unwrap();
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: sleeper, namespace: {ns}}}\nspec:\n  subdomain: nap\n  \
+         containers: [{{name: sleeper, image: busybox, command: [sleep, \"3600\"]}}]\n"
+    );
+    plane.kubectl_with_input(&["apply", "-f", "-"], &pod).unwrap();
+    let sleeper = wait_for(&runner, Duration::from_secs(60), "the sleeper pod running", || {
+        runner.observed().running.get("sleeper").map(|r| r.pid).context("not yet")
+    })
+    .unwrap();
+    pids.push(sleeper);
     std::fs::write(&out, pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
-    panic!("failing on purpose with the control plane running");
+    panic!("failing on purpose with the control plane and a pod running");
 }
 
 /// The pids of the processes whose command line names `dir` (the components' flags do).
@@ -276,22 +291,26 @@ fn no_component_outlives_a_failing_test() {
     // The child's output goes to a file: its "FAILED" lines are expected, not this run's.
     let child_log = dir.path().join("child.log");
     let log = std::fs::File::create(&child_log).unwrap();
-    let status = Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "helper_start_the_control_plane_then_fail", "--ignored", "--nocapture"])
         .env("STROM_E2E_PIDS_OUT", &out)
         .stdout(log.try_clone().unwrap())
         .stderr(log)
-        .status()
+        .spawn()
         .unwrap();
+    let child_pid = child.id();
+    let status = child.wait().unwrap();
     let child_output = std::fs::read_to_string(&child_log).unwrap_or_default();
     assert!(!status.success(), "the helper test fails on purpose:\n{child_output}");
     assert!(child_output.contains("failing on purpose"), "it failed where it should:\n{child_output}");
     let pids: Vec<u32> = std::fs::read_to_string(&out).unwrap().lines().map(|l| l.parse().unwrap()).collect();
-    assert_eq!(pids.len(), 3, "etcd, kube-apiserver and kube-controller-manager were running: {pids:?}");
+    assert_eq!(pids.len(), 4, "etcd, kube-apiserver, kube-controller-manager and a pod were running: {pids:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "components outlived the failed test process: {left:?}");
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+    assert!(!hosts.contains(&format!("pid={child_pid}")), "the pod's DNS names were withdrawn:\n{hosts}");
 }
