@@ -15,7 +15,9 @@
 //!   Java client program, on jars `e2e/kafka/kafka.sh` fetches from Maven Central.
 //! - [`k8s`]: a real Kubernetes control plane (etcd, kube-apiserver with its own CA and RBAC,
 //!   kube-controller-manager) built from Go modules by `e2e/k8s/controlplane/build.sh`, one
-//!   per test process, a namespace per test, kubectl against it.
+//!   per test process, a namespace per test, kubectl against it; and [`k8s::kubelet::PodRunner`],
+//!   scheduler and kubelet of one fake Node running a namespace's pods as local processes
+//!   (PVs for claims, loopback pod IPs, DNS names in /etc/hosts, probes, status, deletion).
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).

@@ -24,7 +24,7 @@ const END: &str = "# strom-e2e-k8s end pid=";
 static ENTRIES: Mutex<BTreeMap<Ipv4Addr, Vec<String>>> = Mutex::new(BTreeMap::new());
 
 fn hosts_path() -> PathBuf {
-    std::env::var_os("STROM_E2E_HOSTS_FILE").map_or_else(|| PathBuf::from("/etc/hosts"), PathBuf::from)
+    PathBuf::from("/etc/hosts")
 }
 
 /// Makes `names` resolve to `ip` (replacing what `ip` had).
