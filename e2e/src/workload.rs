@@ -125,10 +125,18 @@ pub struct Checked {
     pub acked: usize,
     pub failed: usize,
     pub read: usize,
+    /// Acknowledged without an offset (librdkafka's implicit acks), checked where read.
+    pub offset_unknown: usize,
 }
 
 /// Every acknowledged record is read exactly once, at its acknowledged offset; no value is read
 /// twice; within each partition acknowledged records sit in send order.
+///
+/// librdkafka acknowledges some records without an offset (-1001): when a request's answer
+/// was lost (a timeout, a dropped connection) but a later request of the same idempotent
+/// producer succeeded, the earlier records are "implicitly acked" as persisted. Those must
+/// still be read exactly once in their partition and in send order; their offset is the one
+/// they were read at.
 pub fn check_exactly_once_in_order(written: &Written, read: &[ConsumedRecord]) -> Result<Checked> {
     let mut by_value: HashMap<&str, Vec<&ConsumedRecord>> = HashMap::new();
     for r in read {
@@ -145,7 +153,7 @@ pub fn check_exactly_once_in_order(written: &Written, read: &[ConsumedRecord]) -
         let value = value_of(d.id);
         match by_value.get(value.as_str()).and_then(|rs| rs.first()) {
             None => lost.push(d.id),
-            Some(r) if (r.partition, r.offset) != (d.partition, d.offset) => {
+            Some(r) if r.partition != d.partition || (d.offset >= 0 && r.offset != d.offset) => {
                 misplaced.push((d.id, (d.partition, d.offset), (r.partition, r.offset)))
             }
             Some(_) => {}
@@ -159,7 +167,11 @@ pub fn check_exactly_once_in_order(written: &Written, read: &[ConsumedRecord]) -
     }
     let mut per_partition: BTreeMap<i32, Vec<(usize, i64)>> = BTreeMap::new();
     for d in &written.reports.acked {
-        per_partition.entry(d.partition).or_default().push((d.id, d.offset));
+        let offset = match d.offset {
+            o if o >= 0 => o,
+            _ => by_value.get(value_of(d.id).as_str()).and_then(|rs| rs.first()).map_or(d.offset, |r| r.offset),
+        };
+        per_partition.entry(d.partition).or_default().push((d.id, offset));
     }
     for (p, mut acked) in per_partition {
         acked.sort_unstable();
@@ -178,5 +190,45 @@ pub fn check_exactly_once_in_order(written: &Written, read: &[ConsumedRecord]) -
         acked: written.reports.acked.len(),
         failed: written.reports.failed.len(),
         read: read.len(),
+        offset_unknown: written.reports.acked.iter().filter(|d| d.offset < 0).count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(id: usize, partition: i32, offset: i64) -> clients::Delivered {
+        clients::Delivered { id, partition, offset, at: Instant::now() }
+    }
+
+    fn read(id: usize, partition: i32, offset: i64) -> ConsumedRecord {
+        ConsumedRecord {
+            partition,
+            offset,
+            key: None,
+            value: Some(value_of(id).into_bytes()),
+            headers: Vec::new(),
+            timestamp: rdkafka::Timestamp::NotAvailable,
+        }
+    }
+
+    fn written(acks: Vec<clients::Delivered>) -> Written {
+        Written { sent: acks.len(), reports: Reports { acked: acks, failed: Vec::new() } }
+    }
+
+    #[test]
+    fn an_ack_without_an_offset_is_checked_where_it_was_read() {
+        let w = written(vec![acked(0, 0, 10), acked(1, 0, -1001), acked(2, 0, 12)]);
+        let checked =
+            check_exactly_once_in_order(&w, &[read(0, 0, 10), read(1, 0, 11), read(2, 0, 12)]).expect("passes");
+        assert_eq!((checked.acked, checked.offset_unknown), (3, 1));
+        // Still lost if never read, misplaced in another partition, and out of order if it
+        // was read after a record sent later.
+        assert!(check_exactly_once_in_order(&w, &[read(0, 0, 10), read(2, 0, 12)]).is_err());
+        assert!(check_exactly_once_in_order(&w, &[read(0, 0, 10), read(1, 1, 11), read(2, 0, 12)]).is_err());
+        assert!(check_exactly_once_in_order(&w, &[read(0, 0, 10), read(1, 0, 13), read(2, 0, 12)]).is_err());
+        // A known offset must match.
+        assert!(check_exactly_once_in_order(&w, &[read(0, 0, 9), read(1, 0, 11), read(2, 0, 12)]).is_err());
+    }
 }
