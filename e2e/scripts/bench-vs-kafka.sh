@@ -12,7 +12,9 @@
 # goes to one of them while the other stands idle, alternating: repetition 1 runs Kafka
 # first, repetition 2 Strom first, and so on, so a slow minute of the machine falls on both
 # rather than on whichever system's block of rows it hits. The idle system's CPU during the
-# other's runs is measured and reported (DIR/idle.tsv, a line under the tables).
+# other's runs is measured and reported (DIR/idle.tsv, a line under the tables). Every
+# measured run starts with `sync`, so no run shares the disk with the write-back of the one
+# before (Kafka keeps a deleted topic's files for a minute, Strom removes them at once).
 #
 # For each topology and system, one row per record size {100 B, 1 KiB} x acks {1, all} x
 # partitions {1, 6} x client, each on a fresh topic (created with Kafka's `kafka-topics`, the
@@ -395,9 +397,20 @@ sample_rss() { # sample_rss OUT : writes the peak of rss_kib, sampled every 200 
   done
 }
 
-MEASURED_CPU='' MEASURED_RSS=''
+settle_disk() { # write back every dirty page before a run, so no run pays for the one before
+  # Kafka deletes a topic's files a minute after the topic (file.delete.delay.ms), Strom at
+  # once; without this, a run right after a Kafka run shares the disk with the write-back of
+  # Kafka's last gigabyte, and one after a Strom run does not.
+  local started_ns
+  started_ns=$(date +%s%N)
+  sync
+  SETTLE_SECS=$(awk -v n=$(($(date +%s%N) - started_ns)) 'BEGIN { printf "%.1f", n / 1e9 }')
+}
+
+MEASURED_CPU='' MEASURED_RSS='' SETTLE_SECS=''
 measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the brokers
   local before after rc=0 rss_file=$RUNS/.rss peak now idle_before idle_after started_ns
+  settle_disk
   rss_kib >"$rss_file"
   sample_rss "$rss_file" &
   SAMPLER_PID=$!
@@ -508,7 +521,7 @@ record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PAR
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
     "${parsed[0]}" "${parsed[1]}" "${parsed[2]}" "${parsed[3]}" "$MEASURED_CPU" "$MEASURED_RSS" \
     "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" >>"$TSV"
-  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB$([[ $status == ok ]] || echo " [$status]")"
+  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB (sync before: ${SETTLE_SECS} s)$([[ $status == ok ]] || echo " [$status]")"
 }
 
 one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
@@ -737,7 +750,8 @@ machine_md() {
   cat <<EOF
 - Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
   brokers and clients on the same machine, data under $DIR ($(df --output=source "$DIR" | tail -1)); both systems of a
-  topology up at once, each run on one of them while the other stands idle, the order alternating per repetition.
+  topology up at once, each run on one of them while the other stands idle, the order alternating per repetition;
+  \`sync\` before every measured run.
 - Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
   JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
