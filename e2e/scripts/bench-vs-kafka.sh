@@ -6,15 +6,9 @@
 #
 # Topologies: "1" = one Kafka node (broker and controller in one process) against one
 # `strom serve`; "3" = three combined Kafka nodes (all three controller voters) against three
-# `strom serve` (all three voters), topics with replication factor 3. Both systems of a
-# topology are started (data directories under DIR, default /tmp/strom-bench-vs-kafka,
-# /tmp/strom-bench-vs-kafka-quick with --quick, so on the same disk), and every run of a row
-# goes to one of them while the other stands idle, alternating: repetition 1 runs Kafka
-# first, repetition 2 Strom first, and so on, so a slow minute of the machine falls on both
-# rather than on whichever system's block of rows it hits. The idle system's CPU during the
-# other's runs is measured and reported (DIR/idle.tsv, a line under the tables). Every
-# measured run starts with `sync`, so no run shares the disk with the write-back of the one
-# before (Kafka keeps a deleted topic's files for a minute, Strom removes them at once).
+# `strom serve` (all three voters), topics with replication factor 3. The two systems run one
+# after the other, never at once, with their data directories under DIR (default
+# /tmp/strom-bench-vs-kafka, /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk.
 #
 # For each topology and system, one row per record size {100 B, 1 KiB} x acks {1, all} x
 # partitions {1, 6} x client, each on a fresh topic (created with Kafka's `kafka-topics`, the
@@ -96,7 +90,6 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 TSV=$DIR/results.tsv
 MD=$DIR/results.md
-IDLE_TSV=$DIR/idle.tsv # topology, idle system, its CPU-s, wall s: one line per measured run
 RUNS=$DIR/runs # every tool's output, one file per run
 
 # The JVM settings of Kafka's bin/kafka-server-start.sh and bin/kafka-run-class.sh.
@@ -195,23 +188,6 @@ wait_for_binaries() { # another build may be relinking them for a moment
 # RSS) and SERVER_CMDS (how each was started, for the report).
 # ---------------------------------------------------------------------------------------------
 BOOTSTRAP='' BROKER_PIDS=() SERVER_CMDS=()
-# Both systems of a topology run at once, one loaded at a time: what each start_* set, kept
-# per system, and the pids of the system standing idle during a run (for its CPU).
-declare -A SYS_BOOTSTRAP=() SYS_PIDS=()
-IDLE_PIDS=() IDLE_SYSTEM='' CURRENT_TOPOLOGY=''
-
-use_system() { # use_system SYSTEM : point BOOTSTRAP and BROKER_PIDS at SYSTEM, the other idle
-  local other
-  BOOTSTRAP=${SYS_BOOTSTRAP[$1]}
-  read -r -a BROKER_PIDS <<<"${SYS_PIDS[$1]}"
-  IDLE_PIDS=() IDLE_SYSTEM=''
-  for other in "${!SYS_PIDS[@]}"; do
-    if [[ $other != "$1" ]]; then
-      read -r -a IDLE_PIDS <<<"${SYS_PIDS[$other]}"
-      IDLE_SYSTEM=$other
-    fi
-  done
-}
 
 wait_port() { # wait_port PORT PID : until PORT accepts connections; fails if PID exits
   local i
@@ -368,9 +344,9 @@ wait_for_disk() { # wait_for_disk MB : until DIR's filesystem has MB (+2 GiB) fr
 # ---------------------------------------------------------------------------------------------
 # Resource use of the brokers during one client run.
 # ---------------------------------------------------------------------------------------------
-cpu_ticks() { # cpu_ticks PID... : their utime+stime, in clock ticks
+cpu_ticks() { # the brokers' utime+stime, in clock ticks
   local pid total=0 stat fields
-  for pid in "$@"; do
+  for pid in "${BROKER_PIDS[@]}"; do
     stat=$(<"/proc/$pid/stat") 2>/dev/null || { log "broker $pid is gone"; continue; }
     read -r -a fields <<<"${stat##*) }" # fields[0] is field 3 (state); utime is field 14
     total=$((total + fields[11] + fields[12]))
@@ -397,34 +373,15 @@ sample_rss() { # sample_rss OUT : writes the peak of rss_kib, sampled every 200 
   done
 }
 
-settle_disk() { # write back every dirty page before a run, so no run pays for the one before
-  # Kafka deletes a topic's files a minute after the topic (file.delete.delay.ms), Strom at
-  # once; without this, a run right after a Kafka run shares the disk with the write-back of
-  # Kafka's last gigabyte, and one after a Strom run does not.
-  local started_ns
-  started_ns=$(date +%s%N)
-  sync
-  SETTLE_SECS=$(awk -v n=$(($(date +%s%N) - started_ns)) 'BEGIN { printf "%.1f", n / 1e9 }')
-}
-
-MEASURED_CPU='' MEASURED_RSS='' SETTLE_SECS=''
+MEASURED_CPU='' MEASURED_RSS=''
 measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the brokers
-  local before after rc=0 rss_file=$RUNS/.rss peak now idle_before idle_after started_ns
-  settle_disk
+  local before after rc=0 rss_file=$RUNS/.rss peak now
   rss_kib >"$rss_file"
   sample_rss "$rss_file" &
   SAMPLER_PID=$!
-  idle_before=$(cpu_ticks "${IDLE_PIDS[@]}")
-  started_ns=$(date +%s%N)
-  before=$(cpu_ticks "${BROKER_PIDS[@]}")
+  before=$(cpu_ticks)
   "$@" || rc=$?
-  after=$(cpu_ticks "${BROKER_PIDS[@]}")
-  idle_after=$(cpu_ticks "${IDLE_PIDS[@]}")
-  if [[ -n "$IDLE_SYSTEM" ]]; then
-    printf '%s\t%s\t%s\t%s\n' "$CURRENT_TOPOLOGY" "$IDLE_SYSTEM" \
-      "$(awk -v t=$((idle_after - idle_before)) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }')" \
-      "$(awk -v n=$(($(date +%s%N) - started_ns)) 'BEGIN { printf "%.2f", n / 1e9 }')" >>"$IDLE_TSV"
-  fi
+  after=$(cpu_ticks)
   kill "$SAMPLER_PID" 2>/dev/null || true
   wait "$SAMPLER_PID" 2>/dev/null || true
   SAMPLER_PID=
@@ -521,7 +478,7 @@ record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PAR
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
     "${parsed[0]}" "${parsed[1]}" "${parsed[2]}" "${parsed[3]}" "$MEASURED_CPU" "$MEASURED_RSS" \
     "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" >>"$TSV"
-  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB (sync before: ${SETTLE_SECS} s)$([[ $status == ok ]] || echo " [$status]")"
+  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB$([[ $status == ok ]] || echo " [$status]")"
 }
 
 one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
@@ -571,48 +528,27 @@ latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS
   delete_topic "$topic"
 }
 
-bench_topology() { # bench_topology TOPOLOGY : start every system, run each row's repetitions alternating
-  local topology=$1 system size acks parts client rep order started=$SECONDS all_pids=()
-  CURRENT_TOPOLOGY=$topology
-  SYS_BOOTSTRAP=() SYS_PIDS=()
-  for system in "${SYSTEMS[@]}"; do
-    log "starting $system with $topology node(s)"
-    "start_$system" "$topology"
-    printf '%s\n' "${SERVER_CMDS[@]}" >"$DIR/$system-$topology.commands"
-    SYS_BOOTSTRAP[$system]=$BOOTSTRAP
-    SYS_PIDS[$system]="${BROKER_PIDS[*]}"
-    all_pids+=("${BROKER_PIDS[@]}")
-    log "$system ready: bootstrap $BOOTSTRAP, broker pids ${BROKER_PIDS[*]} ($((SECONDS - started)) s)"
-  done
+bench_system() { # bench_system SYSTEM TOPOLOGY
+  local system=$1 topology=$2 size acks parts client started=$SECONDS
+  log "starting $system with $topology node(s)"
+  "start_$system" "$topology"
+  printf '%s\n' "${SERVER_CMDS[@]}" >"$DIR/$system-$topology.commands"
+  log "$system ready: bootstrap $BOOTSTRAP, broker pids ${BROKER_PIDS[*]} ($((SECONDS - started)) s)"
   for size in "${SIZES[@]}"; do
     for acks in "${ACKS_LIST[@]}"; do
       for parts in "${PARTITIONS_LIST[@]}"; do
         for client in java strom-load; do
           for rep in $(seq "$REPEAT"); do
-            order=("${SYSTEMS[@]}")
-            if ((rep % 2 == 0)) && [[ ${#SYSTEMS[@]} == 2 ]]; then order=("${SYSTEMS[1]}" "${SYSTEMS[0]}"); fi
-            for system in "${order[@]}"; do
-              use_system "$system"
-              one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
-            done
+            one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
           done
         done
       done
     done
   done
-  for parts in "${LATENCY_PARTITIONS[@]}"; do
-    for system in "${SYSTEMS[@]}"; do
-      use_system "$system"
-      latency_row "$topology" "$system" "$parts"
-    done
-  done
-  BROKER_PIDS=("${all_pids[@]}")
+  for parts in "${LATENCY_PARTITIONS[@]}"; do latency_row "$topology" "$system" "$parts"; done
   stop_system
-  IDLE_PIDS=() IDLE_SYSTEM=''
-  for system in "${SYSTEMS[@]}"; do
-    rm -rf "$DIR/$system-$topology"/node-*/data # logs and configs stay; Kafka's deleted topics would too
-  done
-  log "topology $topology done in $((SECONDS - started)) s"
+  rm -rf "$DIR/$system-$topology"/node-*/data # logs and configs stay; Kafka's deleted topics would too
+  log "$system with $topology node(s) done in $((SECONDS - started)) s"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -732,26 +668,13 @@ print("\n".join(out))
 EOF
 }
 
-idle_md() { # what the idle system used while the other was measured
-  [[ -s "$IDLE_TSV" ]] || return 0
-  awk -F'\t' '{ cpu[$1 FS $2] += $3; wall[$1 FS $2] += $4 }
-    END {
-      printf "While one system ran a row, the other stood idle; the idle brokers used, over all runs:"
-      for (k in cpu) { split(k, p, FS); printf " %s at %s node(s) %.1f CPU-s in %.0f s (%.1f%% of one core);", p[2], p[1], cpu[k], wall[k], 100 * cpu[k] / wall[k] }
-      print ""
-      print ""
-    }' "$IDLE_TSV"
-}
-
 machine_md() {
   local mem librdkafka
   mem=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
   librdkafka=$(awk '/^name = "rdkafka-sys"/ { getline; gsub(/[" ]/, ""); sub(/^version=/, ""); print }' "$REPO/Cargo.lock")
   cat <<EOF
 - Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
-  brokers and clients on the same machine, data under $DIR ($(df --output=source "$DIR" | tail -1)); both systems of a
-  topology up at once, each run on one of them while the other stands idle, the order alternating per repetition;
-  \`sync\` before every measured run.
+  brokers and clients on the same machine, one system at a time, data under $DIR ($(df --output=source "$DIR" | tail -1)).
 - Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
   JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
@@ -830,14 +753,14 @@ else
 fi
 
 STARTED=$SECONDS
-: >"$IDLE_TSV"
 for topology in "${TOPOLOGIES[@]}"; do
-  bench_topology "$topology"
+  for system in "${SYSTEMS[@]}"; do
+    bench_system "$system" "$topology"
+  done
 done
 log "all done in $((SECONDS - STARTED)) s"
 
 write_report >"$MD"
-idle_md >>"$MD"
 cat "$MD"
 echo "raw results: $TSV; tool output: $RUNS/"
 if [[ $WRITE_DOCS == 1 ]]; then write_docs; fi
