@@ -94,6 +94,24 @@ fn everything(p: &Partition) -> Vec<u8> {
     out
 }
 
+/// Epoch 0: broker 0 leads and both replicas hold 5 records; broker 0 appends 3 more
+/// (acks=1) that broker 1 never fetches. Epoch 1: broker 1 leads from offset 5, broker 0
+/// follows. Returns the directories (kept alive), broker 0's replica and broker 1's.
+fn leadership_moves_past_an_uncommitted_tail() -> ([tempfile::TempDir; 2], Arc<Partition>, Arc<Partition>) {
+    let dirs = [tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir")];
+    let (one, two) = (replica(dirs[0].path(), 0), replica(dirs[1].path(), 1));
+    one.set_leadership(role(0, 0, 0, &[0, 1]));
+    two.set_leadership(role(1, 0, 0, &[0, 1]));
+    one.append(&batch(5, "shared"), 1, 1_000).expect("append");
+    fetch_once(&one, &two, 0);
+    fetch_once(&one, &two, 0);
+    one.append(&batch(3, "lost"), 1, 1_000).expect("append");
+    assert_eq!(one.high_watermark(), 5, "not committed");
+    two.set_leadership(role(1, 1, 1, &[1]));
+    one.set_leadership(role(0, 1, 1, &[1]));
+    (dirs, one, two)
+}
+
 #[test]
 fn the_high_watermark_waits_for_the_isr_and_a_follower_ends_identical_to_its_leader() {
     let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
@@ -122,20 +140,8 @@ fn the_high_watermark_waits_for_the_isr_and_a_follower_ends_identical_to_its_lea
 
 #[test]
 fn a_follower_with_records_of_an_epoch_the_new_leader_never_wrote_truncates_them() {
-    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (one, two) = (replica(a.path(), 0), replica(b.path(), 1));
-    // Epoch 0: broker 0 leads, both get 5 records.
-    one.set_leadership(role(0, 0, 0, &[0, 1]));
-    two.set_leadership(role(1, 0, 0, &[0, 1]));
-    one.append(&batch(5, "shared"), 1, 1_000).expect("append");
-    fetch_once(&one, &two, 0);
-    fetch_once(&one, &two, 0);
-    // Broker 0 appends 3 more (acks=1) that broker 1 never fetches, then loses leadership.
-    one.append(&batch(3, "lost"), 1, 1_000).expect("append");
-    assert_eq!(one.high_watermark(), 5, "not committed");
-    // Epoch 1: broker 1 leads and writes its own records at the same offsets.
-    two.set_leadership(role(1, 1, 1, &[1]));
-    one.set_leadership(role(0, 1, 1, &[1]));
+    let (_dirs, one, two) = leadership_moves_past_an_uncommitted_tail();
+    // Broker 1 writes its own records at the same offsets.
     two.append(&batch(2, "new"), 1, 1_000).expect("append");
     assert!(fetch_once(&two, &one, 1), "broker 0 is told its epoch 0 ended at 5 in the leader's history");
     assert_eq!(one.log_end_offset(), 5, "the uncommitted records are truncated");
@@ -173,17 +179,7 @@ fn an_answer_fetched_in_an_older_epoch_cannot_touch_a_replica_that_leads_now() {
     // CI once saw this: broker 4 became leader while its fetch to the old leader was in
     // flight; the answer truncated its log to where it already ended, which dropped the new
     // epoch from its epoch cache, and a follower then looped forever on "diverged".
-    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (one, two) = (replica(a.path(), 0), replica(b.path(), 1));
-    one.set_leadership(role(0, 0, 0, &[0, 1]));
-    two.set_leadership(role(1, 0, 0, &[0, 1]));
-    one.append(&batch(5, "shared"), 1, 1_000).expect("append");
-    fetch_once(&one, &two, 0);
-    fetch_once(&one, &two, 0);
-    one.append(&batch(3, "uncommitted"), 1, 1_000).expect("append");
-    // Epoch 1: broker 1 leads from offset 5.
-    two.set_leadership(role(1, 1, 1, &[1]));
-    one.set_leadership(role(0, 1, 1, &[1]));
+    let (_dirs, one, two) = leadership_moves_past_an_uncommitted_tail();
     let new_epoch = two.epoch_end(1);
     assert_eq!((new_epoch.epoch, new_epoch.end_offset), (1, 5));
     // Answers of a fetch made in epoch 0 arrive now: each is refused, nothing changes.

@@ -45,6 +45,7 @@ use serde_json::{json, Value};
 use super::controlplane::{die_with_parent, ControlPlane};
 use super::hosts;
 use super::podspec::{self, Check, Launch, Placement};
+use crate::cluster::wait_until;
 
 const TICK: Duration = Duration::from_millis(200);
 const LEASE_RENEW: Duration = Duration::from_secs(10);
@@ -877,21 +878,11 @@ fn pod_status(local: &Local) -> Value {
     }})
 }
 
-/// Fails with the runner's problems if `what` does not hold within `timeout`.
-pub fn wait_for<T>(runner: &PodRunner, timeout: Duration, what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match f() {
-            Ok(v) => return Ok(v),
-            Err(e) if Instant::now() >= deadline => {
-                let problems = runner.observed().problems;
-                let recent = &problems[problems.len().saturating_sub(5)..];
-                bail!(
-                    "{what}: still failing after {timeout:?}: {e:#}\nrunner problems: {recent:#?}\nrunner log:\n{}",
-                    runner.log_tail(20)
-                );
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
+/// [`wait_until`], failing with what `what` is and the runner's recent problems and log.
+pub fn wait_for<T>(runner: &PodRunner, timeout: Duration, what: &str, f: impl FnMut() -> Result<T>) -> Result<T> {
+    wait_until(timeout, f).map_err(|e| {
+        let problems = runner.observed().problems;
+        let recent = &problems[problems.len().saturating_sub(5)..];
+        e.context(format!("{what}\nrunner problems: {recent:#?}\nrunner log:\n{}", runner.log_tail(20)))
+    })
 }
