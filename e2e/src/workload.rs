@@ -51,6 +51,9 @@ impl Writer {
             .set("max.in.flight.requests.per.connection", "5")
             .set("message.timeout.ms", "180000")
             .set("request.timeout.ms", "10000");
+        if let Ok(contexts) = std::env::var("STROM_E2E_WRITER_DEBUG") {
+            config.set("debug", contexts);
+        }
         let (producer, log) = clients::tracked_producer(&config)?;
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicUsize::new(0));
@@ -142,10 +145,25 @@ pub fn check_exactly_once_in_order(written: &Written, read: &[ConsumedRecord]) -
     for r in read {
         by_value.entry(r.value_str()).or_default().push(r);
     }
-    let duplicated: Vec<_> =
-        by_value.iter().filter(|(_, rs)| rs.len() > 1).map(|(v, rs)| (*v, rs.len())).take(5).collect();
+    let mut duplicated: Vec<(&str, Vec<(i32, i64)>)> = by_value
+        .iter()
+        .filter(|(_, rs)| rs.len() > 1)
+        .map(|(v, rs)| (*v, rs.iter().map(|r| (r.partition, r.offset)).collect()))
+        .collect();
     if !duplicated.is_empty() {
-        bail!("values read more than once (idempotence is on): {duplicated:?}");
+        duplicated.sort_unstable();
+        let acked_at: Vec<_> = duplicated
+            .iter()
+            .take(5)
+            .filter_map(|(v, _)| written.reports.acked.iter().find(|d| value_of(d.id) == *v))
+            .map(|d| (d.id, d.partition, d.offset))
+            .collect();
+        bail!(
+            "{} values read more than once (idempotence is on), as (value, [(partition, offset)]): {:?}; \
+             acknowledged as (id, partition, offset): {acked_at:?}",
+            duplicated.len(),
+            &duplicated[..duplicated.len().min(5)]
+        );
     }
     let mut lost = Vec::new();
     let mut misplaced = Vec::new();

@@ -16,7 +16,7 @@ use crate::config::BrokerConfig;
 use crate::metadata::topic_config::TopicConfig;
 use crate::metadata::TopicMetadata;
 
-use super::{Partition, PartitionError};
+use super::{Leadership, Partition, PartitionError};
 
 /// The partitions hosted by this broker.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ impl ReplicaManager {
     pub fn remove_topic(&self, topic: &str) {
         let Some(partitions) = self.topics.write().remove(topic) else { return };
         for p in partitions.into_values() {
-            delete_dir(&p);
+            retire(&p);
         }
     }
 
@@ -128,7 +128,7 @@ impl ReplicaManager {
             removed
         };
         if let Some(p) = removed {
-            delete_dir(&p);
+            retire(&p);
         }
     }
 
@@ -179,6 +179,16 @@ impl ReplicaManager {
             }
         }
     }
+}
+
+/// A replica leaves this broker: it stops leading or following first, so an acks=all produce
+/// waiting on it is answered NOT_LEADER_OR_FOLLOWER now, as Kafka answers it, instead of
+/// REQUEST_TIMED_OUT at the request's timeout. (librdkafka takes a timeout as "possibly
+/// persisted" and may re-send such records under a bumped producer epoch, where no broker can
+/// recognise them as retries: CI saw one record stored twice that way.) Then its data goes.
+fn retire(p: &Partition) {
+    p.set_leadership(Leadership::none());
+    delete_dir(p);
 }
 
 /// Renames a replica's directory to `…-delete` and removes it in the background.

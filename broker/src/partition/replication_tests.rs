@@ -209,3 +209,45 @@ fn an_answer_fetched_in_an_older_epoch_cannot_touch_a_replica_that_leads_now() {
     assert_eq!(divergences, 1, "one truncation, not a loop");
     assert_eq!(everything(&one), everything(&two));
 }
+
+#[tokio::test]
+async fn an_acks_all_wait_on_a_replica_that_moves_away_is_answered_not_leader_at_once() {
+    // CI once saw a record stored twice: the old leader's replica was removed by a
+    // reassignment while an acks=all produce waited on it, the produce was answered
+    // REQUEST_TIMED_OUT only at its timeout, and librdkafka meanwhile bumped its producer
+    // epoch and re-sent the record, which the new leader already had.
+    use crate::metadata::image::PartitionRegistration;
+    use crate::metadata::TopicMetadata;
+    let data = tempfile::tempdir().expect("tempdir");
+    let broker = BrokerConfig { node_id: 0, ..BrokerConfig::default() };
+    let replicas = super::ReplicaManager::new(data.path(), Arc::new(broker));
+    let registration = PartitionRegistration {
+        replicas: vec![0, 1],
+        isr: vec![0, 1],
+        leader: 0,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding: vec![],
+        removing: vec![],
+    };
+    let configs = BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]);
+    let topic =
+        TopicMetadata { name: "t".into(), id: uuid::Uuid::from_u128(1), configs, partitions: vec![registration] };
+    let leader = replicas.ensure_partition(&topic, 0).expect("open");
+    leader.set_leadership(role(0, 0, 0, &[0, 1]));
+    let appended = leader.append(&batch(1, "w"), -1, 1_000).expect("append with two in sync");
+    let waiting = {
+        let leader = leader.clone();
+        tokio::spawn(async move { leader.wait_for_replication(appended.last_offset, 2, Duration::from_secs(60)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "the follower has not fetched: the produce waits");
+
+    replicas.remove_partition("t", 0);
+    let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("answered when the replica left, not at the produce's timeout")
+        .expect("join");
+    assert!(matches!(answer, Err(PartitionError::NotLeader { .. })), "{answer:?}");
+    assert!(!leader.is_leader());
+}
