@@ -39,8 +39,9 @@
 # --quick: 100 B, acks=1, 1 partition, 200,000 records and one 5 s latency run, topology 1
 # unless --topology is given: checks that the script works, measures nothing.
 #
-# REPEAT=N (default 1) runs every throughput row N times (a fresh topic each time) and reports
-# the median run, for rows whose client-bound figures swing from run to run.
+# REPEAT=N (default 1) runs every row N times (a fresh topic each time) and reports the median
+# run, by MB/s for throughput rows and by p99 for latency rows, for rows whose figures swing
+# from run to run (a latency row's p99 by 2-10x on this machine).
 # Record counts: RECORDS_100 (default 10,000,000) and RECORDS_1024 (2,000,000) records per
 # produce run; LATENCY_SECS (default 20) per latency run; LATENCY_RATE (50000). A full run
 # takes about an hour and needs ~15 GB free in DIR (1 KiB x RF 3, and Kafka deletes a
@@ -48,7 +49,7 @@
 # mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
 set -euo pipefail
 
-# Runs per throughput row; the report shows the median (by MB/s).
+# Runs per row; the report shows the median (by MB/s; latency rows by p99).
 REPEAT=${REPEAT:-1}
 # librdkafka's fetch backoff would dominate a fast consumer's figure (see the docs section).
 CONSUME_OPTS=${CONSUME_OPTS:--X fetch.queue.backoff.ms=10}
@@ -515,8 +516,10 @@ one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
   delete_topic "$topic"
 }
 
-latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS
-  local topic="bench-latency-p$3" name="$2-$1-latency-p$3"
+latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
+  local suffix
+  suffix=$([[ $4 == 1 ]] || echo "-r$4")
+  local topic="bench-latency-p$3$suffix" name="$2-$1-latency-p$3$suffix"
   wait_for_disk $((LATENCY_RATE * LATENCY_SECS * 1100 * $1 / 1048576))
   create_topic "$topic" "$3" "$1"
   wait_topic_ready "$topic" "$3"
@@ -545,7 +548,9 @@ bench_system() { # bench_system SYSTEM TOPOLOGY
       done
     done
   done
-  for parts in "${LATENCY_PARTITIONS[@]}"; do latency_row "$topology" "$system" "$parts"; done
+  for parts in "${LATENCY_PARTITIONS[@]}"; do
+    for rep in $(seq "$REPEAT"); do latency_row "$topology" "$system" "$parts" "$rep"; done
+  done
   stop_system
   rm -rf "$DIR/$system-$topology"/node-*/data # logs and configs stay; Kafka's deleted topics would too
   log "$system with $topology node(s) done in $((SECONDS - started)) s"
@@ -579,14 +584,17 @@ def ratio(s, k):
 def mark(r):
     return "" if r is None or r["status"] == "ok" else " ⚠"
 
-# With REPEAT > 1 a key has several runs: the table shows the median one (by MB/s).
+# With REPEAT > 1 a key has several runs: the table shows the median one (by MB/s; a latency
+# row by p99).
 runs = defaultdict(list)
 for r in rows:
     runs[(r["topology"], r["system"], r["record_size"], r["acks"], r["partitions"], r["client"], r["op"])].append(r)
 by = {}
 for key, group in runs.items():
-    group.sort(key=lambda r: (num(r["mb_per_s"]) is None, num(r["mb_per_s"]) or 0))
-    by[key] = group[(len(group) - 1) // 2]
+    field = "p99_ms" if key[-1] == "latency" else "mb_per_s"
+    group.sort(key=lambda r: (num(r[field]) is None, num(r[field]) or 0))
+    # Of an even number of runs the worse middle one: the lower MB/s, the higher p99.
+    by[key] = group[len(group) // 2 if field == "p99_ms" else (len(group) - 1) // 2]
 
 def value(key, field):
     r = by.get(key)
@@ -680,7 +688,8 @@ machine_md() {
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
   strom-load on librdkafka ${librdkafka#*+} (the rdkafka crate's bundled librdkafka, rdkafka-sys $librdkafka).
 - Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s;
-  each throughput figure is the median of $REPEAT run(s) of its row (by MB/s; CPU and RSS over all runs).
+  each throughput figure is the median of $REPEAT run(s) of its row (by MB/s; CPU and RSS over all runs),
+  each latency row the run with the median p99 of $REPEAT (of an even number, the worse middle one).
 - Client settings are each client's defaults: Java producer linger.ms=5, batch.size=16384 (idempotent with
   acks=all); strom-load linger.ms=5, batch.size=1000000. consumer-perf-test joins a group and its
   figure excludes the join (fetch.MB.sec); every consume run starts once the high watermarks
