@@ -23,6 +23,8 @@
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
 //!   admin calls, and an assign-based consumer that reads partitions from the beginning.
+//! - [`batch_consume`]: [`batch_consume::BatchReader`] — a consumer's messages many per call
+//!   (`rd_kafka_consume_batch_queue`), for the load generator's consume loop.
 //! - [`groups`]: consumer groups — [`groups::GroupMember`] (a `subscribe`-based librdkafka
 //!   member on a thread of its own, committing only what it processed), waits for a settled
 //!   assignment, DescribeGroups / ListGroups / OffsetFetch; [`groups::raw`], a hand-driven
@@ -35,6 +37,7 @@
 //! - [`segment`]: parse record-batch headers straight out of a partition's `.log` file, so crash
 //!   tests can compute what recovery must keep without trusting the broker.
 
+pub mod batch_consume;
 pub mod broker;
 pub mod cli;
 pub mod clients;

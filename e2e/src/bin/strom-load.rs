@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use e2e::batch_consume::{BatchReader, Delivered};
 use e2e::clients;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -334,6 +335,9 @@ fn all_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
     (0..count).map(|p| i32::try_from(p).context("partition index")).collect()
 }
 
+/// Messages `consume` takes from librdkafka per call.
+const CONSUME_BATCH: usize = 1024;
+
 fn consume(args: &ConsumeArgs) -> Result<Report> {
     let mut config = clients::consumer_config(&args.target.bootstrap);
     config.set("fetch.wait.max.ms", "500");
@@ -347,28 +351,25 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
     consumer.assign(&assignment).context("assign")?;
     let idle_timeout = Duration::from_secs(args.idle_timeout_secs);
     let (mut records, mut bytes, mut errors) = (0usize, 0u64, 0usize);
-    // When the records stopped coming. The clock is read only while none arrive: with small
-    // records this loop is what limits a consume run, and reading the clock for every record
-    // was a measurable part of it (docs/benchmarks.md).
+    // With small records this loop is what limits a consume run (docs/benchmarks.md), so it
+    // takes messages many per call and reads the clock only while none arrive.
+    let mut reader = BatchReader::new(&consumer, CONSUME_BATCH).context("batch reader")?;
     let mut idle_since: Option<Instant> = None;
     while records < args.records {
-        let progressed = match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
+        let before = records;
+        reader.read(Duration::from_millis(100), |delivered| match delivered {
+            Delivered::Record { key, value, .. } => {
                 records += 1;
-                let len = message.payload_len() + message.key().map_or(0, <[u8]>::len);
-                bytes += len as u64;
-                true
+                bytes += (value.map_or(0, <[u8]>::len) + key.map_or(0, <[u8]>::len)) as u64;
             }
-            Some(Err(e)) => {
+            Delivered::Error(code) => {
                 errors += 1;
                 if errors <= 5 {
-                    eprintln!("consume error: {e}");
+                    eprintln!("consume error: {code}");
                 }
-                false
             }
-            None => false,
-        };
-        if progressed {
+        })?;
+        if records > before {
             idle_since = None;
             continue;
         }
