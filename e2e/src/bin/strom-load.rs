@@ -11,6 +11,12 @@
 //!   each value while consuming the same topic; latency is consume time minus send time.
 //!
 //! MB means MiB (2^20 bytes), as in Kafka's perf tools. Progress and errors go to stderr.
+//!
+//! The process's malloc is jemalloc, librdkafka's C allocations included (the crate exports
+//! unprefixed `malloc`/`free`): with glibc's, librdkafka's broker thread allocating every
+//! fetched message and the application thread freeing it fight over one arena lock, and how
+//! hard depends on how the two threads overlap, which a faster broker makes worse
+//! (docs/benchmarks.md, "The consumer's malloc").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -27,6 +33,9 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Debug, Parser)]
 #[command(name = "strom-load", about = "Load generator for Kafka-compatible brokers")]
