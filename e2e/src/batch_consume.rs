@@ -59,19 +59,17 @@ impl<'c> BatchReader<'c> {
         Ok(Self { queue, slots: vec![std::ptr::null_mut(); capacity], _consumer: PhantomData })
     }
 
-    /// Waits up to `timeout` for messages and lends each of those that arrived (possibly none)
-    /// to `each`, in queue order; returns how many there were.
-    pub fn read(&mut self, timeout: Duration, mut each: impl FnMut(Delivered<'_>)) -> Result<usize> {
+    /// Lends up to `max` messages (at most the capacity) to `each`, in queue order, and
+    /// returns how many there were. librdkafka returns once it has `max` messages or
+    /// `timeout` has passed, whichever is first: it waits for a full batch, so a caller that
+    /// needs only N more messages should ask for N, not wait out the timeout at the end.
+    pub fn read(&mut self, max: usize, timeout: Duration, mut each: impl FnMut(Delivered<'_>)) -> Result<usize> {
         let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        let max = max.clamp(1, self.slots.len());
         // SAFETY: the queue handle is live (released only in Drop) and `slots` has room for
-        // exactly `slots.len()` message pointers, the size passed.
+        // at least `max` message pointers, the size passed.
         let n = unsafe {
-            rdsys::rd_kafka_consume_batch_queue(
-                self.queue.as_ptr(),
-                timeout_ms,
-                self.slots.as_mut_ptr(),
-                self.slots.len(),
-            )
+            rdsys::rd_kafka_consume_batch_queue(self.queue.as_ptr(), timeout_ms, self.slots.as_mut_ptr(), max)
         };
         let Ok(n) = usize::try_from(n) else {
             // SAFETY: reading librdkafka's thread-local last error has no preconditions.

@@ -36,7 +36,7 @@ fn batch_reader_returns_every_record_once_at_its_offset() {
     let (mut largest_batch, deadline) = (0, Instant::now() + Duration::from_secs(60));
     while read.len() < expected.len() && Instant::now() < deadline {
         let n = reader
-            .read(Duration::from_millis(100), |message| match message {
+            .read(7, Duration::from_millis(100), |message| match message {
                 Delivered::Record { partition, offset, key, value } => {
                     let value = String::from_utf8_lossy(value.unwrap_or_default()).into_owned();
                     if key.map(<[u8]>::to_vec) != Some(value.clone().into_bytes()) {
@@ -60,8 +60,10 @@ fn batch_reader_returns_every_record_once_at_its_offset() {
     assert_eq!(read, expected, "records read differ from records produced");
     assert_eq!(largest_batch, 7, "no read filled its batch of 7 although 1,000 records were waiting");
     // Nothing more arrives, and an empty read says so.
-    let n = reader.read(Duration::from_millis(300), |m| panic!("unexpected message {m:?}")).expect("empty read");
+    let waited = Instant::now();
+    let n = reader.read(7, Duration::from_millis(300), |m| panic!("unexpected message {m:?}")).expect("empty read");
     assert_eq!(n, 0);
+    assert!(waited.elapsed() >= Duration::from_millis(250), "an empty read returned before its timeout");
 }
 
 #[test]

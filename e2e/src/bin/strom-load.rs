@@ -366,7 +366,8 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
     let mut idle_since: Option<Instant> = None;
     while records < args.records {
         let before = records;
-        reader.read(Duration::from_millis(100), |delivered| match delivered {
+        // No more than still needed: librdkafka waits for a full batch (or the timeout).
+        reader.read(args.records - records, Duration::from_millis(100), |delivered| match delivered {
             Delivered::Record { key, value, .. } => {
                 records += 1;
                 bytes += (value.map_or(0, <[u8]>::len) + key.map_or(0, <[u8]>::len)) as u64;
