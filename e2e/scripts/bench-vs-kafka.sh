@@ -6,9 +6,17 @@
 #
 # Topologies: "1" = one Kafka node (broker and controller in one process) against one
 # `strom serve`; "3" = three combined Kafka nodes (all three controller voters) against three
-# `strom serve` (all three voters), topics with replication factor 3. The two systems run one
-# after the other, never at once, with their data directories under DIR (default
-# /tmp/strom-bench-vs-kafka, /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk.
+# `strom serve` (all three voters), topics with replication factor 3. Both systems of a
+# topology are started, with their data directories under DIR (default /tmp/strom-bench-vs-kafka,
+# /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk, and every row runs on one
+# and then the other, one client run at a time: Kafka first in odd repetitions, Strom first in
+# even ones. Interleaved so that both see the machine in the same state: how fast this VM's two
+# vCPUs hand data to each other changes by 4x for seconds to minutes at a time, and a run of
+# either system is up to 2x slower in the slow state (docs/benchmarks.md, "Two vCPUs, near or
+# far"). `strom-load cpu-handoff` measures that state before and after every client run
+# (results.tsv: handoff_ns_before, handoff_ns_after), and every run waits until it shows the
+# fast state, HANDOFF_WAIT (60) s at most, for both systems alike. The idle system costs the
+# measured one a little CPU (an idle 1-node Kafka ~1 % of a core, Strom ~0.2 %).
 #
 # For each topology and system, one row per record size {100 B, 1 KiB} x acks {1, all} x
 # partitions {1, 6} x client, each on a fresh topic (created with Kafka's `kafka-topics`, the
@@ -101,6 +109,9 @@ CLIENT_HEAP_OPTS=-Xmx512M # bin/kafka-{producer,consumer}-perf-test.sh
 unset KAFKA_OPTS
 CLK_TCK=$(getconf CLK_TCK)
 CLIENT_TIMEOUT=900 # seconds any one client run may take
+# A client run starts once the vCPUs hand a cache line back and forth in under FAR_NS ns, or
+# after HANDOFF_WAIT s of waiting for that ("Two vCPUs, near or far" in docs/benchmarks.md).
+FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-60}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -374,9 +385,34 @@ sample_rss() { # sample_rss OUT : writes the peak of rss_kib, sampled every 200 
   done
 }
 
-MEASURED_CPU='' MEASURED_RSS=''
-measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the brokers
+handoff_ns() { # the machine's CPU 0 <-> CPU 1 cache-line round trip now, in ns ("-" if unknown)
+  local line
+  line=$("$LOAD" cpu-handoff 2>/dev/null) || { echo -; return; }
+  [[ $line =~ \"round_trip_ns\":([0-9.]+) ]] && echo "${BASH_REMATCH[1]}" || echo -
+}
+
+wait_near_vcpus() { # until the vCPUs hand off near (< FAR_NS), HANDOFF_WAIT s at most; echoes the last probe
+  local ns waited=0
+  while :; do
+    ns=$(handoff_ns)
+    [[ $ns == - ]] && break # no probe on this machine (one CPU): nothing to wait for
+    awk -v ns="$ns" -v far="$FAR_NS" 'BEGIN { exit !(ns < far) }' && break
+    if ((waited >= HANDOFF_WAIT * 2)); then
+      log "  the vCPUs stayed far apart ($ns ns) for $HANDOFF_WAIT s; running anyway"
+      break
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  ((waited == 0)) || ((waited >= HANDOFF_WAIT * 2)) || log "  waited $((waited / 2)) s for the vCPUs to be near ($ns ns)"
+  echo "$ns"
+}
+
+MEASURED_CPU='' MEASURED_RSS='' MEASURED_HANDOFF_BEFORE='' MEASURED_HANDOFF_AFTER=''
+measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the
+  # brokers, and MEASURED_HANDOFF_BEFORE/_AFTER, the machine's vCPU handoff around the run
   local before after rc=0 rss_file=$RUNS/.rss peak now
+  MEASURED_HANDOFF_BEFORE=$(wait_near_vcpus)
   rss_kib >"$rss_file"
   sample_rss "$rss_file" &
   SAMPLER_PID=$!
@@ -386,6 +422,7 @@ measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (
   kill "$SAMPLER_PID" 2>/dev/null || true
   wait "$SAMPLER_PID" 2>/dev/null || true
   SAMPLER_PID=
+  MEASURED_HANDOFF_AFTER=$(handoff_ns)
   peak=$(<"$rss_file")
   now=$(rss_kib) # a run shorter than one sampling interval
   [[ $now -le $peak ]] || peak=$now
@@ -469,17 +506,17 @@ EOF
 # ---------------------------------------------------------------------------------------------
 # Rows
 # ---------------------------------------------------------------------------------------------
-TSV_HEADER="topology	system	record_size	acks	partitions	client	op	records	secs	records_per_s	mb_per_s	broker_cpu_s	broker_peak_rss_mib	p50_ms	p99_ms	p999_ms	status"
+TSV_HEADER="topology	system	record_size	acks	partitions	client	op	records	secs	records_per_s	mb_per_s	broker_cpu_s	broker_peak_rss_mib	p50_ms	p99_ms	p999_ms	status	handoff_ns_before	handoff_ns_after"
 
 record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PARSED" : one TSV line
   local parsed status=ok
   read -r -a parsed <<<"$9"
   [[ ${parsed[0]} -ge $8 ]] || status="short(${parsed[0]}/$8)"
   [[ -z "${RUN_FAILED:-}" ]] || status="failed;$status"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
     "${parsed[0]}" "${parsed[1]}" "${parsed[2]}" "${parsed[3]}" "$MEASURED_CPU" "$MEASURED_RSS" \
-    "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" >>"$TSV"
-  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB$([[ $status == ok ]] || echo " [$status]")"
+    "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" "$MEASURED_HANDOFF_BEFORE" "$MEASURED_HANDOFF_AFTER" >>"$TSV"
+  log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB, vCPU handoff ${MEASURED_HANDOFF_BEFORE}/${MEASURED_HANDOFF_AFTER} ns$([[ $status == ok ]] || echo " [$status]")"
 }
 
 one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
@@ -531,36 +568,76 @@ latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
   delete_topic "$topic"
 }
 
-bench_system() { # bench_system SYSTEM TOPOLOGY
-  local system=$1 topology=$2 size acks parts client started=$SECONDS
-  log "starting $system with $topology node(s)"
-  "start_$system" "$topology"
-  printf '%s\n' "${SERVER_CMDS[@]}" >"$DIR/$system-$topology.commands"
-  log "$system ready: bootstrap $BOOTSTRAP, broker pids ${BROKER_PIDS[*]} ($((SECONDS - started)) s)"
+# Both systems of a topology stay up; use_system points BOOTSTRAP and BROKER_PIDS at one.
+declare -A SYSTEM_BOOTSTRAP SYSTEM_PIDS
+
+start_systems() { # start_systems TOPOLOGY
+  local system started
+  for system in "${SYSTEMS[@]}"; do
+    started=$SECONDS
+    log "starting $system with $1 node(s)"
+    "start_$system" "$1"
+    printf '%s\n' "${SERVER_CMDS[@]}" >"$DIR/$system-$1.commands"
+    SYSTEM_BOOTSTRAP[$system]=$BOOTSTRAP
+    SYSTEM_PIDS[$system]="${BROKER_PIDS[*]}"
+    log "$system ready: bootstrap $BOOTSTRAP, broker pids ${BROKER_PIDS[*]} ($((SECONDS - started)) s)"
+  done
+}
+
+use_system() { # use_system SYSTEM
+  BOOTSTRAP=${SYSTEM_BOOTSTRAP[$1]}
+  read -r -a BROKER_PIDS <<<"${SYSTEM_PIDS[$1]}"
+}
+
+stop_systems() { # stop_systems TOPOLOGY
+  local system
+  for system in "${SYSTEMS[@]}"; do
+    use_system "$system"
+    stop_system
+    rm -rf "$DIR/$system-$1"/node-*/data # logs and configs stay; Kafka's deleted topics would too
+  done
+}
+
+in_turn() { # in_turn REP : the systems in the order repetition REP runs them
+  local i n=${#SYSTEMS[@]}
+  if (($1 % 2 == 1)); then echo "${SYSTEMS[@]}"; return; fi
+  for ((i = n - 1; i >= 0; i--)); do printf '%s ' "${SYSTEMS[i]}"; done
+}
+
+bench_topology() { # bench_topology TOPOLOGY
+  local topology=$1 size acks parts client rep system started=$SECONDS
+  start_systems "$topology"
   for size in "${SIZES[@]}"; do
     for acks in "${ACKS_LIST[@]}"; do
       for parts in "${PARTITIONS_LIST[@]}"; do
         for client in java strom-load; do
           for rep in $(seq "$REPEAT"); do
-            one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
+            for system in $(in_turn "$rep"); do
+              use_system "$system"
+              one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
+            done
           done
         done
       done
     done
   done
   for parts in "${LATENCY_PARTITIONS[@]}"; do
-    for rep in $(seq "$REPEAT"); do latency_row "$topology" "$system" "$parts" "$rep"; done
+    for rep in $(seq "$REPEAT"); do
+      for system in $(in_turn "$rep"); do
+        use_system "$system"
+        latency_row "$topology" "$system" "$parts" "$rep"
+      done
+    done
   done
-  stop_system
-  rm -rf "$DIR/$system-$topology"/node-*/data # logs and configs stay; Kafka's deleted topics would too
-  log "$system with $topology node(s) done in $((SECONDS - started)) s"
+  stop_systems "$topology"
+  log "$topology node(s) done in $((SECONDS - started)) s"
 }
 
 # ---------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------
 write_report() { # markdown tables from the TSV, Kafka and Strom side by side
-  python3 - "$TSV" <<'EOF'
+  python3 - "$TSV" "$FAR_NS" <<'EOF'
 import csv, sys
 from collections import defaultdict
 
@@ -581,8 +658,16 @@ def fmt(v, digits=0):
 def ratio(s, k):
     return "–" if s is None or k is None or k == 0 else f"{s / k:.2f}"
 
+# A run that began or ended with the vCPUs far apart (see "Two vCPUs, near or far").
+FAR_NS = float(sys.argv[2])
+
+def far(r):
+    return any((num(r.get(f)) or 0) > FAR_NS for f in ("handoff_ns_before", "handoff_ns_after"))
+
 def mark(r):
-    return "" if r is None or r["status"] == "ok" else " ⚠"
+    if r is None:
+        return ""
+    return ("" if r["status"] == "ok" else " ⚠") + (" ‡" if far(r) else "")
 
 # With REPEAT > 1 a key has several runs: the table shows the median one (by MB/s; a latency
 # row by p99).
@@ -666,6 +751,24 @@ if rkeys:
                "RSS is the peak of VmRSS summed over the topology's brokers, sampled every 200 ms. "
                "The clients share the machine's cores with the brokers.")
     out.append("")
+probed = [r for r in rows if num(r.get("handoff_ns_before")) is not None]
+if probed:
+    out.append("### The machine during the runs: vCPU 0 ↔ vCPU 1 cache-line round trip (strom-load cpu-handoff)\n")
+    out.append(f"| nodes | system | client runs | median ns before a run | runs begun or ended far apart (> {FAR_NS:.0f} ns) |")
+    out.append("|---|---|---|---|---|")
+    for topo in sorted({r["topology"] for r in probed}):
+        for system in ("kafka", "strom"):
+            mine = [r for r in probed if r["topology"] == topo and r["system"] == system]
+            if not mine:
+                continue
+            before = sorted(num(r["handoff_ns_before"]) for r in mine)
+            n_far = sum(far(r) for r in mine)
+            out.append(f"| {topo} | {system.capitalize()} | {len(mine)} | {before[(len(before) - 1) // 2]:,.0f} "
+                       f"| {n_far} ({100 * n_far / len(mine):.0f} %) |")
+    out.append("")
+    out.append("‡: the run shown began or ended with the vCPUs far apart, where runs of either system are "
+               "up to 2x slower; results.tsv has every run's probe.")
+    out.append("")
 if mismatched:
     out.append("†: Kafka and Strom produced different record counts in this row (runs of different settings merged).")
     out.append("")
@@ -682,7 +785,7 @@ machine_md() {
   librdkafka=$(awk '/^name = "rdkafka-sys"/ { getline; gsub(/[" ]/, ""); sub(/^version=/, ""); print }' "$REPO/Cargo.lock")
   cat <<EOF
 - Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
-  brokers and clients on the same machine, one system at a time, data under $DIR ($(df --output=source "$DIR" | tail -1)).
+  brokers and clients on the same machine; both systems up, each row's runs alternating between them (one run at a time), data under $DIR ($(df --output=source "$DIR" | tail -1)).
 - Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
   JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
@@ -763,9 +866,7 @@ fi
 
 STARTED=$SECONDS
 for topology in "${TOPOLOGIES[@]}"; do
-  for system in "${SYSTEMS[@]}"; do
-    bench_system "$system" "$topology"
-  done
+  bench_topology "$topology"
 done
 log "all done in $((SECONDS - STARTED)) s"
 

@@ -25,6 +25,8 @@
 //!   admin calls, and an assign-based consumer that reads partitions from the beginning.
 //! - [`batch_consume`]: [`batch_consume::BatchReader`] — a consumer's messages many per call
 //!   (`rd_kafka_consume_batch_queue`), for the load generator's consume loop.
+//! - [`cpu_handoff`]: how long a cache line takes between two pinned CPUs and back — a probe
+//!   of the machine the benchmark scripts record before every run.
 //! - [`groups`]: consumer groups — [`groups::GroupMember`] (a `subscribe`-based librdkafka
 //!   member on a thread of its own, committing only what it processed), waits for a settled
 //!   assignment, DescribeGroups / ListGroups / OffsetFetch; [`groups::raw`], a hand-driven
@@ -42,6 +44,7 @@ pub mod broker;
 pub mod cli;
 pub mod clients;
 pub mod cluster;
+pub mod cpu_handoff;
 pub mod groups;
 pub mod k8s;
 pub mod kafka;

@@ -1,7 +1,9 @@
 //! The benchmark's own parts, against a real `strom serve`: [`BatchReader`] (librdkafka's
 //! batch consume call behind the load generator's consume loop) hands over every record once,
 //! at its offset, with its key and value; and `strom-load produce` then `consume` report the
-//! records they sent and read. The benchmark figures are only as true as these.
+//! records they sent and read; `strom-load cpu-handoff`, the machine probe the benchmark records
+//! before every run, reports a round trip or a clear error. The benchmark figures are only as
+//! true as these.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -108,4 +110,31 @@ fn strom_load_reports_the_records_it_produced_and_consumed() {
     let out = run_to_end(cmd, "strom-load", Duration::from_secs(60)).expect("run strom-load");
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("stopping at 20000 of 20001"), "{}", out.stderr);
+}
+
+#[test]
+fn strom_load_cpu_handoff_reports_a_round_trip_or_a_clear_error() {
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strom-load"));
+        cmd.arg("cpu-handoff").args(args);
+        run_to_end(cmd, "strom-load", Duration::from_secs(60)).expect("run strom-load")
+    };
+    // Two CPUs this process may use (a cpuset may allow others than 0 and 1).
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
+    let cpus: Vec<usize> =
+        (0..nix::sched::CpuSet::count()).filter(|&cpu| allowed.is_set(cpu).unwrap_or(false)).take(2).collect();
+    if cpus.len() == 2 {
+        let (first, second) = (cpus[0].to_string(), cpus[1].to_string());
+        let out = run(&["--first", &first, "--second", &second, "--round-trips", "5000"]);
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        let line: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON line");
+        assert_eq!(line["mode"], "cpu-handoff", "{line}");
+        assert_eq!(line["cpus"], serde_json::json!([cpus[0], cpus[1]]), "{line}");
+        assert_eq!(line["round_trips"], 5000, "{line}");
+        assert!(line["round_trip_ns"].as_f64().is_some_and(|ns| ns > 0.0), "{line}");
+    }
+    let same = run(&["--first", "0", "--second", "0"]);
+    assert_eq!(same.code, 2, "{}", same.stdout);
+    assert!(same.stderr.contains("two different CPUs"), "{}", same.stderr);
+    assert!(same.stdout.is_empty(), "no figure on an error: {}", same.stdout);
 }

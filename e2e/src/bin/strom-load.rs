@@ -9,6 +9,10 @@
 //!   arrived; no latency (nulls).
 //! - `e2e-latency`: produces at a fixed `--rate` for `--duration-secs` with the send time in
 //!   each value while consuming the same topic; latency is consume time minus send time.
+//! - `cpu-handoff` probes the machine, not a broker: the nanoseconds a cache line takes from
+//!   one CPU to another and back (`e2e::cpu_handoff`), printed as
+//!   `{"mode", "cpus", "round_trips", "round_trip_ns"}`; the benchmark scripts record it
+//!   before every run.
 //!
 //! MB means MiB (2^20 bytes), as in Kafka's perf tools. Progress and errors go to stderr.
 //!
@@ -53,6 +57,22 @@ enum Mode {
     /// Produce at a fixed rate while consuming; report end-to-end latency.
     #[command(name = "e2e-latency")]
     E2eLatency(LatencyArgs),
+    /// Measure how long a cache line takes between two CPUs and back (a probe of the machine).
+    #[command(name = "cpu-handoff")]
+    CpuHandoff(HandoffArgs),
+}
+
+#[derive(Debug, Args)]
+struct HandoffArgs {
+    /// The CPU of the asking thread.
+    #[arg(long, default_value_t = 0)]
+    first: usize,
+    /// The CPU of the answering thread.
+    #[arg(long, default_value_t = 1)]
+    second: usize,
+    /// Round trips to time.
+    #[arg(long, default_value_t = 100_000)]
+    round_trips: u64,
 }
 
 #[derive(Debug, Args)]
@@ -150,15 +170,17 @@ struct LatencyArgs {
 
 fn main() {
     let cli = Cli::parse();
+    // (the JSON line, whether the run had errors)
     let outcome = match cli.mode {
-        Mode::Produce(args) => produce(&args),
-        Mode::Consume(args) => consume(&args),
-        Mode::E2eLatency(args) => e2e_latency(&args),
+        Mode::Produce(args) => produce(&args).map(Report::finish),
+        Mode::Consume(args) => consume(&args).map(Report::finish),
+        Mode::E2eLatency(args) => e2e_latency(&args).map(Report::finish),
+        Mode::CpuHandoff(args) => cpu_handoff(&args).map(|line| (line, false)),
     };
     match outcome {
-        Ok(report) => {
-            println!("{}", report.to_json());
-            if report.errors > 0 {
+        Ok((line, had_errors)) => {
+            println!("{line}");
+            if had_errors {
                 std::process::exit(1);
             }
         }
@@ -167,6 +189,25 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+fn cpu_handoff(args: &HandoffArgs) -> Result<String> {
+    let handoff = e2e::cpu_handoff::measure(args.first, args.second, args.round_trips)?;
+    /// The probe's JSON line, fields in the documented order.
+    #[derive(Serialize)]
+    struct Line {
+        mode: &'static str,
+        cpus: [usize; 2],
+        round_trips: u64,
+        round_trip_ns: f64,
+    }
+    let line = Line {
+        mode: "cpu-handoff",
+        cpus: [handoff.cpus.0, handoff.cpus.1],
+        round_trips: handoff.round_trips,
+        round_trip_ns: (handoff.round_trip_ns * 10.0).round() / 10.0,
+    };
+    Ok(serde_json::to_string(&line)?)
 }
 
 /// What every mode reports.
@@ -201,6 +242,11 @@ struct Percentiles {
 }
 
 impl Report {
+    /// The JSON line, and whether any record failed.
+    fn finish(self) -> (String, bool) {
+        (self.to_json(), self.errors > 0)
+    }
+
     fn to_json(&self) -> String {
         let secs = self.secs.max(1e-9);
         let mut sorted = self.latencies_us.clone();
