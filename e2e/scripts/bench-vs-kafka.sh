@@ -8,15 +8,17 @@
 # `strom serve`; "3" = three combined Kafka nodes (all three controller voters) against three
 # `strom serve` (all three voters), topics with replication factor 3. Both systems of a
 # topology are started, with their data directories under DIR (default /tmp/strom-bench-vs-kafka,
-# /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk, and every row runs on one
-# and then the other, one client run at a time: Kafka first in odd repetitions, Strom first in
-# even ones. Interleaved so that both see the machine in the same state: how fast this VM's two
-# vCPUs hand data to each other changes by 4x for seconds to minutes at a time, and a run of
-# either system is up to 2x slower in the slow state (docs/benchmarks.md, "Two vCPUs, near or
-# far"). `strom-load cpu-handoff` measures that state before and after every client run
-# (results.tsv: handoff_ns_before, handoff_ns_after; HANDOFF_WAIT=S makes every run wait up
-# to S s for the fast state, both systems alike). The idle system costs the measured one a
-# little CPU (an idle 1-node Kafka ~1 % of a core, Strom ~0.2 %).
+# /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk, and every row's runs go
+# in pairs, one client run at a time: produce on one system and at once on the other, then
+# consume the same way, Kafka first in odd repetitions, Strom first in even ones. Paired so
+# that both see the machine in the same state: how fast this VM's two vCPUs hand data to each
+# other changes by 4x for seconds to minutes at a time, and a run of either system is up to
+# 2x slower in the slow state (docs/benchmarks.md, "Two vCPUs, near or far").
+# `strom-load cpu-handoff` measures that state before and after every client run
+# (results.tsv: handoff_ns_before, handoff_ns_after); a pair whose probes disagree runs again
+# (PAIR_ATTEMPTS, 3 in all; the runs left out go to results-split-pairs.tsv); HANDOFF_WAIT=S
+# makes every run wait up to S s for the fast state. The idle system costs the measured one a
+# little CPU (an idle 1-node Kafka ~1 % of a core, 3 nodes ~8 %; Strom 0.2 %, 1.7 %).
 #
 # For each topology and system, one row per record size {100 B, 1 KiB} x acks {1, all} x
 # partitions {1, 6} x client, each on a fresh topic (created with Kafka's `kafka-topics`, the
@@ -98,6 +100,7 @@ LATENCY_RATE=${LATENCY_RATE:-50000}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 TSV=$DIR/results.tsv
+SPLIT_TSV=$DIR/results-split-pairs.tsv # pairs run again because the vCPU state changed within them
 MD=$DIR/results.md
 RUNS=$DIR/runs # every tool's output, one file per run
 
@@ -114,6 +117,10 @@ CLIENT_TIMEOUT=900 # seconds any one client run may take
 # to show less; on this machine that waited 3-60 s before 7 of a run's first 9 client runs,
 # which would triple a full run ("Two vCPUs, near or far" in docs/benchmarks.md).
 FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-0}
+# A row's produce (and its consume) runs on each system back to back; when the probes around
+# the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
+# times in all, so that both systems' figures of a pair come from the same machine state.
+PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -459,9 +466,9 @@ else:
 EOF
 }
 
-run_consumer_perf() { # run_consumer_perf NAME TOPIC RECORDS
+run_consumer_perf() { # run_consumer_perf NAME TOPIC RECORDS : in a group of its own, perf-NAME
   run_child "${KAFKA_TOOL[@]}" consumer-perf-test --bootstrap-server "$BOOTSTRAP" --topic "$2" --messages "$3" \
-    --group "perf-$2" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+    --group "perf-$1" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
 }
 parse_consumer_perf() { # a CSV header (start.time, ..., fetch.nMsg.sec) and one line of values
   python3 - "$1" <<'EOF'
@@ -518,42 +525,76 @@ record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PAR
   [[ -z "${RUN_FAILED:-}" ]] || status="failed;$status"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
     "${parsed[0]}" "${parsed[1]}" "${parsed[2]}" "${parsed[3]}" "$MEASURED_CPU" "$MEASURED_RSS" \
-    "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" "$MEASURED_HANDOFF_BEFORE" "$MEASURED_HANDOFF_AFTER" >>"$TSV"
+    "${parsed[4]}" "${parsed[5]}" "${parsed[6]}" "$status" "$MEASURED_HANDOFF_BEFORE" "$MEASURED_HANDOFF_AFTER" >>"${TSV_OUT:-$TSV}"
   log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB, vCPU handoff ${MEASURED_HANDOFF_BEFORE}/${MEASURED_HANDOFF_AFTER} ns$([[ $status == ok ]] || echo " [$status]")"
 }
 
-one_row() { # one_row TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT REP
-  local topology=$1 system=$2 size=$3 acks=$4 parts=$5 client=$6 rep=$7 records topic name
+same_state() { # same_state FILE : every probe in FILE's TSV lines is near, or every one is far
+  awk -F'\t' -v far="$FAR_NS" '
+    { for (i = 18; i <= 19; i++) if ($i != "-") { if ($i + 0 < far) near++; else farther++ } }
+    END { exit !(near == 0 || farther == 0) }' "$1"
+}
+
+run_op() { # run_op OP CLIENT NAME TOPIC SIZE ACKS RECORDS : one measured client run; its figures in PARSED
+  local op=$1 client=$2 name=$3 topic=$4 size=$5 acks=$6 records=$7
+  RUN_FAILED=
+  case "$op-$client" in
+    produce-java) measure run_producer_perf "$name" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
+      PARSED=$(parse_producer_perf "$RUNS/$name.out") ;;
+    consume-java) measure run_consumer_perf "$name" "$topic" "$records" || RUN_FAILED=1
+      PARSED=$(parse_consumer_perf "$RUNS/$name.out") ;;
+    produce-strom-load) measure run_load_produce "$name" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
+      PARSED=$(parse_load "$RUNS/$name.out") ;;
+    consume-strom-load) measure run_load_consume "$name" "$topic" "$records" || RUN_FAILED=1
+      PARSED=$(parse_load "$RUNS/$name.out") ;;
+  esac
+}
+
+paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SYSTEM... :
+  # OP on each system back to back; again (PAIR_ATTEMPTS in all) while their probes disagree
+  local op=$1 topology=$2 size=$3 acks=$4 parts=$5 client=$6 records=$7 topic=$8 rep=$9 attempt system name
+  local pair=$DIR/.pair
+  for attempt in $(seq "$PAIR_ATTEMPTS"); do
+    : >"$pair"
+    for system in "${@:10}"; do
+      use_system "$system"
+      name="$system-$topology-$size-$acks-$parts-$client-r$rep-$op-a$attempt"
+      run_op "$op" "$client" "$name" "$topic" "$size" "$acks" "$records"
+      TSV_OUT=$pair record "$topology" "$system" "$size" "$acks" "$parts" "$client" "$op" "$records" "$PARSED"
+      RUN_FAILED=
+    done
+    if same_state "$pair" || ((attempt == PAIR_ATTEMPTS)); then
+      cat "$pair" >>"$TSV"
+      return
+    fi
+    cat "$pair" >>"$SPLIT_TSV"
+    log "  the vCPUs changed state within this pair; running it again ($attempt of $PAIR_ATTEMPTS)"
+  done
+}
+
+row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, each on every system in turn
+  local topology=$1 size=$2 acks=$3 parts=$4 client=$5 rep=$6 records topic system systems
   records=$([[ $size == 100 ]] && echo "$RECORDS_100" || echo "$RECORDS_1024")
-  # A topic (and consumer-perf-test group) of its own per repetition.
+  # A topic of its own per repetition (and a consumer-perf-test group per run).
   topic="bench-$size-acks$acks-p$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
-  name="$system-$topology-$size-$acks-$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
-  wait_for_disk $((records * (size + 70) * topology / 1048576))
-  create_topic "$topic" "$parts" "$topology"
-  wait_topic_ready "$topic" "$parts"
-  log "$system, $topology node(s): $size B, acks=$acks, $parts partition(s), $client, $records records"
-  RUN_FAILED=
-  if [[ $client == java ]]; then
-    measure run_producer_perf "$name-produce" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
-    record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
-      "$(parse_producer_perf "$RUNS/$name-produce.out")"
-    RUN_FAILED=
+  read -r -a systems <<<"$(in_turn "$rep")"
+  wait_for_disk $((records * (size + 70) * topology * ${#systems[@]} / 1048576))
+  for system in "${systems[@]}"; do
+    use_system "$system"
+    create_topic "$topic" "$parts" "$topology"
+    wait_topic_ready "$topic" "$parts"
+  done
+  log "$topology node(s): $size B, acks=$acks, $parts partition(s), $client, $records records; ${systems[*]}"
+  paired produce "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
+  for system in "${systems[@]}"; do
+    use_system "$system"
     wait_committed "$topic" "$records"
-    measure run_consumer_perf "$name-consume" "$topic" "$records" || RUN_FAILED=1
-    record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
-      "$(parse_consumer_perf "$RUNS/$name-consume.out")"
-  else
-    measure run_load_produce "$name-produce" "$topic" "$size" "$acks" "$records" || RUN_FAILED=1
-    record "$topology" "$system" "$size" "$acks" "$parts" "$client" produce "$records" \
-      "$(parse_load "$RUNS/$name-produce.out")"
-    RUN_FAILED=
-    wait_committed "$topic" "$records"
-    measure run_load_consume "$name-consume" "$topic" "$records" || RUN_FAILED=1
-    record "$topology" "$system" "$size" "$acks" "$parts" "$client" consume "$records" \
-      "$(parse_load "$RUNS/$name-consume.out")"
-  fi
-  RUN_FAILED=
-  delete_topic "$topic"
+  done
+  paired consume "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
+  for system in "${systems[@]}"; do
+    use_system "$system"
+    delete_topic "$topic"
+  done
 }
 
 latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
@@ -615,10 +656,7 @@ bench_topology() { # bench_topology TOPOLOGY
       for parts in "${PARTITIONS_LIST[@]}"; do
         for client in java strom-load; do
           for rep in $(seq "$REPEAT"); do
-            for system in $(in_turn "$rep"); do
-              use_system "$system"
-              one_row "$topology" "$system" "$size" "$acks" "$parts" "$client" "$rep"
-            done
+            row "$topology" "$size" "$acks" "$parts" "$client" "$rep"
           done
         done
       done
@@ -640,7 +678,7 @@ bench_topology() { # bench_topology TOPOLOGY
 # Report
 # ---------------------------------------------------------------------------------------------
 write_report() { # markdown tables from the TSV, Kafka and Strom side by side
-  python3 - "$TSV" "$FAR_NS" <<'EOF'
+  python3 - "$TSV" "$FAR_NS" "$SPLIT_TSV" "$PAIR_ATTEMPTS" <<'EOF'
 import csv, sys
 from collections import defaultdict
 
@@ -772,6 +810,14 @@ if probed:
     out.append("‡: the run shown began or ended with the vCPUs far apart, where runs of either system are "
                "up to 2x slower; results.tsv has every run's probe.")
     out.append("")
+    try:
+        split = list(csv.DictReader(open(sys.argv[3]), delimiter="\t"))
+    except OSError:
+        split = []
+    out.append(f"Each row's produce runs, and then its consume runs, go on the two systems back to back; "
+               f"{len(split)} runs of pairs whose probes disagreed (the state changed within the pair) were "
+               f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
+    out.append("")
 if mismatched:
     out.append("†: Kafka and Strom produced different record counts in this row (runs of different settings merged).")
     out.append("")
@@ -815,7 +861,7 @@ bash e2e/scripts/bench-vs-kafka.sh $ARGS_USED
 $(cat "$DIR"/kafka-*.commands "$DIR"/strom-*.commands 2>/dev/null)
 e2e/kafka/kafka.sh run topics --bootstrap-server \$B --create --topic T --partitions P --replication-factor R
 e2e/kafka/kafka.sh run producer-perf-test --topic T --num-records N --record-size S --throughput -1 --producer-props bootstrap.servers=\$B acks=A
-e2e/kafka/kafka.sh run consumer-perf-test --bootstrap-server \$B --topic T --messages N --group perf-T
+e2e/kafka/kafka.sh run consumer-perf-test --bootstrap-server \$B --topic T --messages N --group perf-NAME (a group per run)
 strom-load produce --bootstrap \$B --topic T --record-size S --acks A --records N
 strom-load consume --bootstrap \$B --topic T --records N $CONSUME_OPTS
 strom-load e2e-latency --bootstrap \$B --topic T --record-size 1024 --acks all --rate $LATENCY_RATE --duration-secs $LATENCY_SECS
@@ -868,6 +914,7 @@ if [[ -f "$TSV" ]] && [[ "$(head -1 "$TSV")" == "$TSV_HEADER" ]]; then
 else
   echo "$TSV_HEADER" >"$TSV"
 fi
+echo "$TSV_HEADER" >"$SPLIT_TSV"
 
 STARTED=$SECONDS
 for topology in "${TOPOLOGIES[@]}"; do
