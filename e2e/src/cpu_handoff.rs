@@ -35,6 +35,12 @@ pub struct Handoff {
     pub round_trip_ns: f64,
 }
 
+/// The CPUs this process may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> Result<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).context("sched_getaffinity")?;
+    Ok((0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false)).collect())
+}
+
 /// Pin the calling thread to `cpu`; fails if the CPU is not one this process may use.
 fn pin(cpu: usize) -> Result<()> {
     let mut set = CpuSet::new();
@@ -121,9 +127,8 @@ mod tests {
 
     /// The first two CPUs this process may run on, if it may run on two.
     fn two_allowed_cpus() -> Option<(usize, usize)> {
-        let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
-        let mut allowed = (0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false));
-        Some((allowed.next()?, allowed.next()?))
+        let allowed = allowed_cpus().expect("affinity");
+        Some((*allowed.first()?, *allowed.get(1)?))
     }
 
     #[test]
