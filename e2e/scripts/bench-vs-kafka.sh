@@ -16,7 +16,8 @@
 # 2x slower in the slow state (docs/benchmarks.md, "Two vCPUs, near or far").
 # `strom-load cpu-handoff` measures that state before and after every client run
 # (results.tsv: handoff_ns_before, handoff_ns_after); a pair whose probes disagree runs again
-# (PAIR_ATTEMPTS, 3 in all; the runs left out go to results-split-pairs.tsv); HANDOFF_WAIT=S
+# (PAIR_ATTEMPTS, 3 in all; the runs left out go to results-split-pairs.tsv; a produce pair
+# runs again into a new topic, the earlier one deleted first); HANDOFF_WAIT=S
 # makes every run wait up to S s for the fast state. The idle system costs the measured one a
 # little CPU (an idle 1-node Kafka ~1 % of a core, 3 nodes ~8 %; Strom 0.2 %, 1.7 %).
 #
@@ -54,8 +55,9 @@
 # from run to run (a latency row's p99 by 2-10x on this machine).
 # Record counts: RECORDS_100 (default 10,000,000) and RECORDS_1024 (2,000,000) records per
 # produce run; LATENCY_SECS (default 20) per latency run; LATENCY_RATE (50000). A full run
-# takes about an hour and needs ~15 GB free in DIR (1 KiB x RF 3, and Kafka deletes a
-# topic's files a minute after the topic). Needs target/release/{strom,strom-load}, java 17+,
+# takes about an hour and a half and needs ~15 GB free in DIR (1 KiB x RF 3 on both systems;
+# Kafka deletes a topic's files a minute after the topic, and each produce waits, 3 min at
+# most, until what it will write fits with 2 GiB to spare). Needs target/release/{strom,strom-load}, java 17+,
 # mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
 set -euo pipefail
 
@@ -554,16 +556,43 @@ run_op() { # run_op OP CLIENT NAME TOPIC SIZE ACKS RECORDS : one measured client
   esac
 }
 
+topic_everywhere() { # topic_everywhere create|delete TOPIC PARTITIONS RF SYSTEM... : on every system
+  local action=$1 topic=$2 parts=$3 rf=$4 system
+  for system in "${@:5}"; do
+    use_system "$system"
+    if [[ $action == create ]]; then
+      create_topic "$topic" "$parts" "$rf"
+      wait_topic_ready "$topic" "$parts"
+    else
+      delete_topic "$topic"
+    fi
+  done
+}
+
+disk_mb() { # disk_mb RECORDS SIZE RF SYSTEMS : what one produce of RECORDS writes on all systems, in MB
+  echo $(($1 * ($2 + 70) * $3 * $4 / 1048576))
+}
+
 paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SYSTEM... :
-  # OP on each system back to back; again (PAIR_ATTEMPTS in all) while their probes disagree
+  # OP on each system back to back; again (PAIR_ATTEMPTS in all) while their probes disagree.
+  # A produce that runs again writes into a new topic (TOPIC-aN), the earlier one deleted, so a
+  # run never appends to what another wrote and the disk holds one attempt's records at a time;
+  # PAIRED_TOPIC names the topic the consume pair then reads.
   local op=$1 topology=$2 size=$3 acks=$4 parts=$5 client=$6 records=$7 topic=$8 rep=$9 attempt system name
   local pair=$DIR/.pair
+  PAIRED_TOPIC=$topic
   for attempt in $(seq "$PAIR_ATTEMPTS"); do
     : >"$pair"
+    if [[ $op == produce ]] && ((attempt > 1)); then
+      topic_everywhere delete "$PAIRED_TOPIC" - - "${@:10}"
+      PAIRED_TOPIC=$topic-a$attempt
+      wait_for_disk "$(disk_mb "$records" "$size" "$topology" $(($# - 9)))"
+      topic_everywhere create "$PAIRED_TOPIC" "$parts" "$topology" "${@:10}"
+    fi
     for system in "${@:10}"; do
       use_system "$system"
       name="$system-$topology-$size-$acks-$parts-$client-r$rep-$op-a$attempt"
-      run_op "$op" "$client" "$name" "$topic" "$size" "$acks" "$records"
+      run_op "$op" "$client" "$name" "$PAIRED_TOPIC" "$size" "$acks" "$records"
       TSV_OUT=$pair record "$topology" "$system" "$size" "$acks" "$parts" "$client" "$op" "$records" "$PARSED"
       RUN_FAILED=
     done
@@ -582,23 +611,17 @@ row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, e
   # A topic of its own per repetition (and a consumer-perf-test group per run).
   topic="bench-$size-acks$acks-p$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
   read -r -a systems <<<"$(in_turn "$rep")"
-  wait_for_disk $((records * (size + 70) * topology * ${#systems[@]} / 1048576))
-  for system in "${systems[@]}"; do
-    use_system "$system"
-    create_topic "$topic" "$parts" "$topology"
-    wait_topic_ready "$topic" "$parts"
-  done
+  wait_for_disk "$(disk_mb "$records" "$size" "$topology" ${#systems[@]})"
+  topic_everywhere create "$topic" "$parts" "$topology" "${systems[@]}"
   log "$topology node(s): $size B, acks=$acks, $parts partition(s), $client, $records records; ${systems[*]}"
   paired produce "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
+  topic=$PAIRED_TOPIC
   for system in "${systems[@]}"; do
     use_system "$system"
     wait_committed "$topic" "$records"
   done
   paired consume "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
-  for system in "${systems[@]}"; do
-    use_system "$system"
-    delete_topic "$topic"
-  done
+  topic_everywhere delete "$topic" - - "${systems[@]}"
 }
 
 latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
