@@ -55,9 +55,10 @@
 # from run to run (a latency row's p99 by 2-10x on this machine).
 # Record counts: RECORDS_100 (default 10,000,000) and RECORDS_1024 (2,000,000) records per
 # produce run; LATENCY_SECS (default 20) per latency run; LATENCY_RATE (50000). A full run
-# takes about an hour and a half and needs ~15 GB free in DIR (1 KiB x RF 3 on both systems;
-# Kafka deletes a topic's files a minute after the topic, and each produce waits, 3 min at
-# most, until what it will write fits with 2 GiB to spare). Needs target/release/{strom,strom-load}, java 17+,
+# took 1 h 42 min with REPEAT=3 and PAIR_ATTEMPTS=1 on a 2-vCPU VM (2026-12-02), more with
+# pairs run again, and needs ~15 GB free in DIR (1 KiB x RF 3 on both systems; Kafka deletes
+# a topic's files a minute after the topic, and each produce waits, 3 min at most, until what
+# it will write fits with 2 GiB to spare). Needs target/release/{strom,strom-load}, java 17+,
 # mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
 set -euo pipefail
 
