@@ -60,6 +60,13 @@
 # a topic's files a minute after the topic, and each produce waits, 3 min at most, until what
 # it will write fits with 2 GiB to spare). Needs target/release/{strom,strom-load}, java 17+,
 # mvn (first use of e2e/kafka/kafka.sh), python3, curl. Not run by CI.
+#
+# For looking into single rows: ROWS="PATTERN..." runs only the throughput rows matching one
+# of the shell patterns NODES:SIZE:ACKS:PARTITIONS:CLIENT (e.g. "1:1024:all:6:strom-load
+# 3:100:*:6:java") and the latency rows matching NODES:latency:PARTITIONS; PROFILE=1 records
+# every client run with `perf record -F 999 -p <brokers>` (RUNS/NAME.perf.data, kernel and
+# Strom symbols; Kafka's JIT-compiled Java shows as unknown) and `perf stat` of the client
+# (RUNS/NAME.client-stat: task-clock, context switches).
 set -euo pipefail
 
 # Runs per row; the report shows the median (by MB/s; latency rows by p99).
@@ -124,6 +131,7 @@ FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-0}
 # the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
 # times in all, so that both systems' figures of a pair come from the same machine state.
 PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
+ROWS=${ROWS:-} PROFILE=${PROFILE:-0}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -164,9 +172,10 @@ stop_groups() { # stop_groups PGID... : SIGTERM, then SIGKILL whatever is left a
   done
 }
 
+CLIENT_PREFIX=() # PROFILE=1: `perf stat` of the client run by measure
 run_child() { # run_child CMD... : run CMD in its own session and wait for it (the trap can stop it)
   local rc=0
-  spawn timeout "$CLIENT_TIMEOUT" "$@"
+  spawn timeout "$CLIENT_TIMEOUT" "${CLIENT_PREFIX[@]}" "$@"
   wait "$SPAWNED" || rc=$?
   forget "$SPAWNED"
   return "$rc"
@@ -424,7 +433,7 @@ wait_near_vcpus() { # until the vCPUs hand off near (< FAR_NS), HANDOFF_WAIT s a
 MEASURED_CPU='' MEASURED_RSS='' MEASURED_HANDOFF_BEFORE='' MEASURED_HANDOFF_AFTER=''
 measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the
   # brokers, and MEASURED_HANDOFF_BEFORE/_AFTER, the machine's vCPU handoff around the run
-  local before after rc=0 rss_file=$RUNS/.rss peak now synced=$SECONDS
+  local before after rc=0 rss_file=$RUNS/.rss peak now synced=$SECONDS perf_pid=
   # No run starts with another's dirty pages: the second writer of a pair would be throttled
   # by the first's gigabytes (broker CPU 1.5-2.1 s instead of 0.6-1.0 for the same 2 GB).
   sync
@@ -433,9 +442,19 @@ measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (
   rss_kib >"$rss_file"
   sample_rss "$rss_file" &
   SAMPLER_PID=$!
+  if ((PROFILE)); then # $2 is the run's name
+    perf record -q -F 999 -p "$(IFS=,; echo "${BROKER_PIDS[*]}")" -o "$RUNS/$2.perf.data" 2>"$RUNS/$2.perf.log" &
+    perf_pid=$!
+    CLIENT_PREFIX=(perf stat -x, -e task-clock,context-switches,cpu-migrations -o "$RUNS/$2.client-stat" --)
+  fi
   before=$(cpu_ticks)
   "$@" || rc=$?
   after=$(cpu_ticks)
+  if [[ -n "$perf_pid" ]]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    CLIENT_PREFIX=()
+  fi
   kill "$SAMPLER_PID" 2>/dev/null || true
   wait "$SAMPLER_PID" 2>/dev/null || true
   SAMPLER_PID=
@@ -606,8 +625,21 @@ paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SY
   done
 }
 
+wanted() { # wanted KEY : KEY matches one of ROWS' patterns (or ROWS is empty)
+  local pattern
+  local -a patterns
+  [[ -z "$ROWS" ]] && return 0
+  read -r -a patterns <<<"$ROWS" # no pathname expansion, unlike an unquoted $ROWS
+  for pattern in "${patterns[@]}"; do
+    # shellcheck disable=SC2053 # the pattern is a glob on purpose
+    [[ $1 == $pattern ]] && return 0
+  done
+  return 1
+}
+
 row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, each on every system in turn
   local topology=$1 size=$2 acks=$3 parts=$4 client=$5 rep=$6 records topic system systems
+  wanted "$topology:$size:$acks:$parts:$client" || return 0
   records=$([[ $size == 100 ]] && echo "$RECORDS_100" || echo "$RECORDS_1024")
   # A topic of its own per repetition (and a consumer-perf-test group per run).
   topic="bench-$size-acks$acks-p$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
@@ -627,6 +659,7 @@ row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, e
 
 latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
   local suffix
+  wanted "$1:latency:$3" || return 0
   suffix=$([[ $4 == 1 ]] || echo "-r$4")
   local topic="bench-latency-p$3$suffix" name="$2-$1-latency-p$3$suffix"
   wait_for_disk $((LATENCY_RATE * LATENCY_SECS * 1100 * $1 / 1048576))
