@@ -1,9 +1,18 @@
 //! `strom`: the broker binary. All logic lives in the library; see `broker::cli`.
+//!
+//! The process's allocator is jemalloc. With glibc's malloc the produce path's request
+//! buffers (up to a MiB per request) came from memory the allocator had just handed back to
+//! the kernel, and the broker spent about a tenth of its produce CPU on page faults and
+//! zeroing fresh pages (`clear_page_erms`, `exc_page_fault`; docs/benchmarks.md, "The produce
+//! path's overheads"); jemalloc keeps freed extents for reuse for a few seconds.
 
 use std::process::ExitCode;
 
 use broker::cli::{dev, logging, signals, Cli, Command};
 use clap::Parser;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
