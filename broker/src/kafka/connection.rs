@@ -57,9 +57,15 @@ async fn read_body<'a, R: tokio::io::AsyncRead + Unpin>(
         // `chunk` <= READ_CHUNK fits in u32.
         let permit = budget.acquire_many(chunk as u32).await.map_err(std::io::Error::other)?;
         permits.push(permit);
-        let start = frame.len();
-        frame.resize(start + chunk, 0);
-        reader.read_exact(&mut frame[start..]).await?;
+        // Into the buffer's spare capacity: the bytes are read, not zeroed first.
+        let end = frame.len() + chunk;
+        frame.reserve(chunk);
+        while frame.len() < end {
+            let want = (end - frame.len()) as u64;
+            if (&mut *reader).take(want).read_buf(&mut frame).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
     }
     Ok((frame, permits))
 }
