@@ -191,11 +191,18 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 /// take every record's timestamp from maxTimestamp), then recomputes the CRC.
 /// `batch` must be exactly one whole batch.
 pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
-    let attributes = i16::from_be_bytes(field(batch, ATTRIBUTES)) | TIMESTAMP_TYPE_MASK;
-    batch[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[CRC_COVERED_FROM..]);
-    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    let (head, body) = batch.split_at_mut(BATCH_HEADER_LEN);
+    set_log_append_time_in_header(head, body, timestamp);
+}
+
+/// [`set_log_append_time`] of a batch held as its header (`head`, exactly
+/// [`BATCH_HEADER_LEN`] bytes, rewritten) and the rest (`body`, read for the CRC).
+pub fn set_log_append_time_in_header(head: &mut [u8], body: &[u8], timestamp: i64) {
+    let attributes = i16::from_be_bytes(field(head, ATTRIBUTES)) | TIMESTAMP_TYPE_MASK;
+    head[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    head[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[CRC_COVERED_FROM..]), body);
+    head[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Splits a buffer holding whole batches; a trailing partial batch is an error. Only headers

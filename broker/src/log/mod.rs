@@ -53,6 +53,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -139,23 +140,19 @@ impl std::fmt::Debug for Log {
     }
 }
 
-impl Log {
-    /// Appends one or more whole batches. Rolls first if the active segment would exceed
-    /// `segment.bytes`, is older than `segment.ms`, or an index is full. Assigns offsets from
-    /// the log end offset, stamps `leader_epoch` (and the time for LogAppendTime) into
-    /// `batches`, writes them to the page cache and indexes them; fsyncs only when
-    /// `flush.messages` is reached.
-    ///
-    /// Every batch's header and CRC are checked again here, and an epoch older than the last
-    /// batch's is refused: recovery truncates the log at the first batch breaking either rule,
-    /// so letting one in could later cost every batch appended after it.
-    pub fn append(
-        &mut self,
-        batches: &mut [u8],
-        leader_epoch: i32,
-        timestamp_type: TimestampType,
-        now_ms: i64,
-    ) -> Result<AppendInfo, LogError> {
+/// Whole batches whose headers parsed and whose CRCs matched: what [`Log::append_checked`]
+/// takes, so that nothing reaches a segment unchecked and nothing is checked twice.
+#[derive(Debug)]
+pub struct CheckedBatches<'a> {
+    batches: &'a [u8],
+    ranges: Vec<std::ops::Range<usize>>,
+    /// Records in all the batches (the offsets they take).
+    offsets: i64,
+}
+
+impl<'a> CheckedBatches<'a> {
+    /// Parses every batch of `batches` and checks its CRC; at least one batch.
+    pub fn check(batches: &'a [u8]) -> Result<Self, LogError> {
         let mut ranges = Vec::new();
         let mut offsets: i64 = 0;
         for item in batch::batches(batches) {
@@ -167,6 +164,71 @@ impl Log {
         if ranges.is_empty() {
             return Err(LogError::EmptyAppend);
         }
+        Ok(Self { batches, ranges, offsets })
+    }
+}
+
+/// Stamps a batch's header (`head`) as the leader appends it: its base offset, the leader
+/// epoch and, for LogAppendTime, the time (and so the CRC, over `head` and `body`).
+fn stamp(
+    head: &mut [u8],
+    body: &[u8],
+    base_offset: i64,
+    leader_epoch: i32,
+    timestamp_type: TimestampType,
+    now_ms: i64,
+) -> Result<BatchHeader, LogError> {
+    batch::set_base_offset(head, base_offset);
+    batch::set_partition_leader_epoch(head, leader_epoch);
+    if timestamp_type == TimestampType::LogAppendTime {
+        batch::set_log_append_time_in_header(head, body, now_ms);
+    }
+    Ok(BatchHeader::parse(head)?)
+}
+
+impl Log {
+    /// Appends one or more whole batches. Rolls first if the active segment would exceed
+    /// `segment.bytes`, is older than `segment.ms`, or an index is full. Assigns offsets from
+    /// the log end offset, stamps `leader_epoch` (and the time for LogAppendTime) into
+    /// `batches`, writes them to the page cache and indexes them; fsyncs only when
+    /// `flush.messages` is reached.
+    ///
+    /// Every batch's header and CRC are checked here ([`CheckedBatches::check`]), and an
+    /// epoch older than the last batch's is refused: recovery truncates the log at the first
+    /// batch breaking either rule, so letting one in could later cost every batch appended
+    /// after it.
+    pub fn append(
+        &mut self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+        timestamp_type: TimestampType,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let checked = CheckedBatches::check(batches)?;
+        let ranges = checked.ranges.clone();
+        let info = self.append_checked(checked, leader_epoch, timestamp_type, now_ms)?;
+        // The caller's copy gets the same stamps as the log's.
+        let mut next_offset = info.first_offset;
+        for range in ranges {
+            let (head, body) = batches[range].split_at_mut(BATCH_HEADER_LEN);
+            next_offset = stamp(head, body, next_offset, leader_epoch, timestamp_type, now_ms)?.last_offset() + 1;
+        }
+        Ok(info)
+    }
+
+    /// [`Log::append`] of batches checked before (the produce path checks a request's batch
+    /// before it takes the partition's lock, and its CRC is then computed once, not twice),
+    /// left as they are: the stamps go into a copy of each batch's header, and the headers
+    /// and the batches' bodies are written with one `pwritev`, so a request's records are
+    /// never copied in memory.
+    pub fn append_checked(
+        &mut self,
+        checked: CheckedBatches<'_>,
+        leader_epoch: i32,
+        timestamp_type: TimestampType,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let CheckedBatches { batches, ranges, offsets } = checked;
         if leader_epoch < self.latest_leader_epoch {
             return Err(LogError::LeaderEpochRegression { epoch: leader_epoch, latest: self.latest_leader_epoch });
         }
@@ -178,22 +240,25 @@ impl Log {
         let first_offset = self.log_end_offset;
         let mut next_offset = first_offset;
         let mut max_timestamp = -1;
+        let mut heads = Vec::with_capacity(ranges.len());
         let mut headers = Vec::with_capacity(ranges.len());
-        for range in ranges {
-            let bytes = &mut batches[range.clone()];
-            batch::set_base_offset(bytes, next_offset);
-            batch::set_partition_leader_epoch(bytes, leader_epoch);
-            if timestamp_type == TimestampType::LogAppendTime {
-                batch::set_log_append_time(bytes, now_ms);
-            }
-            let header = BatchHeader::parse(bytes)?;
+        for range in &ranges {
+            let (head, body) = batches[range.clone()].split_at(BATCH_HEADER_LEN);
+            let mut head: [u8; BATCH_HEADER_LEN] = head.try_into().expect("a checked batch holds a whole header");
+            let header = stamp(&mut head, body, next_offset, leader_epoch, timestamp_type, now_ms)?;
             max_timestamp = max_timestamp.max(header.max_timestamp);
             next_offset = header.last_offset() + 1;
             headers.push((header, range.start as u64));
+            heads.push(head);
+        }
+        let mut pieces = Vec::with_capacity(2 * ranges.len());
+        for (head, range) in heads.iter().zip(&ranges) {
+            pieces.push(IoSlice::new(head));
+            pieces.push(IoSlice::new(&batches[range.start + BATCH_HEADER_LEN..range.end]));
         }
         let config = &self.config;
         let active = self.segments.values_mut().next_back().expect("a log always has an active segment");
-        active.append(batches, &headers, now_ms, config)?;
+        active.append_vectored(&mut pieces, &headers, now_ms, config)?;
         self.log_end_offset = next_offset;
         self.latest_leader_epoch = leader_epoch;
         self.first_unflushed_ms.get_or_insert(now_ms);

@@ -12,6 +12,8 @@
 //! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
 //!   deletion and the retention task.
 //! - [`error`]: the partition error type, [`PartitionError`].
+//! - `append_tests`, `replication_tests`: what a leader refuses to append; replication on
+//!   real logs.
 
 pub mod error;
 pub mod followers;
@@ -21,13 +23,15 @@ pub mod producer_state;
 pub mod replication;
 
 #[cfg(test)]
+mod append_tests;
+#[cfg(test)]
 mod replication_tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -273,12 +277,19 @@ impl Partition {
     }
 
     /// Validates and appends the records of a produce request: exactly one magic-2 batch with a
-    /// good CRC, within max.message.bytes; idempotent batches are checked against the producer
+    /// good CRC (checked once, by [`log::CheckedBatches`]), within max.message.bytes; idempotent batches are checked against the producer
     /// state and retries answered with their original offsets.
     pub fn append(&self, records: &Bytes, acks: i16, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
         let config = self.config();
         let header = self.validate_batch(records, &config, now_ms)?;
-        let mut batch = BytesMut::from(&records[..]);
+        // The CRC, once; the log writes the request's batch as it is, a stamped copy of its
+        // header in front.
+        let checked = log::CheckedBatches::check(records).map_err(|e| match e {
+            LogError::InvalidBatch(source) => {
+                PartitionError::CorruptMessage { topic: self.topic.to_string(), partition: self.index, source }
+            }
+            e => self.log_error(e),
+        })?;
         let timestamp_type =
             if config.log_append_time { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
         let mut state = self.state.lock();
@@ -320,7 +331,7 @@ impl Partition {
         }
         let info = state
             .log
-            .append(&mut batch, leadership.leader_epoch, timestamp_type, now_ms)
+            .append_checked(checked, leadership.leader_epoch, timestamp_type, now_ms)
             .map_err(|e| self.log_error(e))?;
         if idempotent {
             state.producers.record(&producer, info.first_offset, info.last_offset);
@@ -381,7 +392,6 @@ impl Partition {
                 max: config.max_message_bytes,
             });
         }
-        log::verify_crc(records).map_err(corrupt)?;
         if header.is_control() {
             return Err(invalid("clients may not produce control batches".into()));
         }
