@@ -73,6 +73,8 @@ set -euo pipefail
 REPEAT=${REPEAT:-1}
 # librdkafka's fetch backoff would dominate a fast consumer's figure (see the docs section).
 CONSUME_OPTS=${CONSUME_OPTS:--X fetch.queue.backoff.ms=10}
+# Extra options of consumer-perf-test (e.g. --print-metrics, the consumer's fetch metrics).
+CONSUMER_PERF_OPTS=${CONSUMER_PERF_OPTS:-}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STROM=$REPO/target/release/strom
 LOAD=$REPO/target/release/strom-load
@@ -493,8 +495,9 @@ EOF
 }
 
 run_consumer_perf() { # run_consumer_perf NAME TOPIC RECORDS : in a group of its own, perf-NAME
+  # shellcheck disable=SC2086 # CONSUMER_PERF_OPTS is a list of flags
   run_child "${KAFKA_TOOL[@]}" consumer-perf-test --bootstrap-server "$BOOTSTRAP" --topic "$2" --messages "$3" \
-    --group "perf-$1" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+    --group "perf-$1" $CONSUMER_PERF_OPTS >"$RUNS/$1.out" 2>"$RUNS/$1.err"
 }
 parse_consumer_perf() { # a CSV header (start.time, ..., fetch.nMsg.sec) and one line of values
   python3 - "$1" <<'EOF'
