@@ -438,6 +438,12 @@ fn kafka_reassign_partitions_and_leader_election_move_replicas_and_leaders() {
     assert!(unknown.code != 0 && unknown.output().contains("nope-0"), "{unknown}");
 }
 
+/// Milliseconds since the Unix epoch (the unit of DescribeQuorum's timestamps).
+fn epoch_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("a clock after 1970");
+    i64::try_from(since.as_millis()).expect("milliseconds fit in i64")
+}
+
 /// kafka-metadata-quorum `describe --status` fields: name → value.
 fn quorum_status(cluster: &Cluster) -> BTreeMap<String, String> {
     let status = ok(cluster, "metadata-quorum", &["describe", "--status"]);
@@ -451,6 +457,7 @@ fn quorum_status(cluster: &Cluster) -> BTreeMap<String, String> {
 
 #[test]
 fn kafka_metadata_quorum_describes_voters_observers_and_a_new_leader() {
+    let started = epoch_ms();
     let mut cluster = Cluster::start(ClusterSpec::new(4, 3)).expect("3 voters and a learner");
     let controller = cluster.agreed_controller(SETTLE).expect("a controller");
     let status = quorum_status(&cluster);
@@ -475,13 +482,32 @@ fn kafka_metadata_quorum_describes_voters_observers_and_a_new_leader() {
             .map(|r| (r[0].clone(), r))
             .collect();
         anyhow::ensure!(rows.len() == 4 && rows.values().all(|r| r[3] == "0"), "not all caught up: {run}");
+        // LastFetchTimestamp and LastCaughtUpTimestamp: ms since the epoch, -1 while unknown.
+        anyhow::ensure!(
+            rows.values().all(|r| r[4].parse::<i64>().is_ok_and(|t| t > 0) && r[5].parse::<i64>().is_ok_and(|t| t > 0)),
+            "timestamps not known yet: {run}"
+        );
         Ok(rows)
     })
     .expect("every member caught up");
+    let now = epoch_ms();
+    for row in replication.values() {
+        for t in [&row[4], &row[5]] {
+            let t: i64 = t.parse().expect("a timestamp");
+            assert!(t >= started && t <= now, "{t} not within this test ({started}..{now}): {replication:?}");
+        }
+    }
     assert_eq!(replication[&controller.to_string()][6], "Leader", "{replication:?}");
     assert_eq!(replication["3"][6], "Observer", "{replication:?}");
     let followers = replication.values().filter(|r| r[6] == "Follower").count();
     assert_eq!(followers, 2, "{replication:?}");
+    let readable = ok(&cluster, "metadata-quorum", &["describe", "--replication", "--human-readable"]);
+    let ago = readable.stdout.lines().skip(1).filter(|l| l.matches(" ms ago").count() == 2).count();
+    assert_eq!(ago, 4, "every member's two times as 'N ms ago': {readable}");
+    // With every member's caught-up time known, the tool computes the followers' lag in time
+    // (-1 when a timestamp is missing).
+    let lag_ms: i64 = quorum_status(&cluster)["MaxFollowerLagTimeMs"].parse().expect("a number");
+    assert!(lag_ms >= 0, "MaxFollowerLagTimeMs {lag_ms}");
 
     let epoch: i64 = status["LeaderEpoch"].parse().expect("epoch");
     cluster.broker(controller).kill().expect("SIGKILL the controller");

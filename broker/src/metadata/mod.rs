@@ -9,6 +9,7 @@
 //! - [`state_machine`]: applies entries to the image, publishes it, snapshots it
 //!   (`<data>/metadata/snapshots/`).
 //! - [`network`] / [`raft_service`]: raft RPCs over gRPC, client and server side.
+//! - [`contacts`]: when the leader last heard from each member and when each was caught up.
 //! - [`quorum`]: `--voters`, openraft's tuning.
 //! - [`controller`]: the active controller (registration, heartbeats, fencing, topic writes,
 //!   placement) and its gRPC service.
@@ -25,6 +26,7 @@ pub mod catalog;
 pub mod client;
 pub mod cluster;
 pub mod command;
+pub mod contacts;
 pub mod controller;
 pub mod image;
 pub mod log_store;

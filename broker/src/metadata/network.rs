@@ -3,7 +3,8 @@
 //! One lazily connected `Channel` per peer address, shared by every RPC to it (a channel per
 //! RPC would mean a TCP and HTTP/2 handshake each time). Errors map to what openraft expects:
 //! a peer that cannot be reached is `Unreachable` (openraft backs off), other transport
-//! errors are `Network`, and the peer's own raft error comes back as `RemoteError`.
+//! errors are `Network`, and the peer's own raft error comes back as `RemoteError`. Every
+//! AppendEntries a peer answers is noted in [`Contacts`] (DescribeQuorum's last fetch).
 
 // openraft's RPC error types are large, and the trait methods this file implements return them.
 #![allow(clippy::result_large_err)]
@@ -22,6 +23,7 @@ use strom_proto::raft::raft_client::RaftClient;
 use strom_proto::raft::{RaftReply, RaftRequest, SnapshotChunk};
 use tonic::transport::{Channel, Endpoint};
 
+use super::contacts::Contacts;
 use super::types::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, RPCError, RaftError,
     TypeConfig, VoteRequest, VoteResponse,
@@ -71,6 +73,7 @@ pub struct Network {
     pub me: u64,
     pub channels: Channels,
     pub cluster_id: ClusterIdSource,
+    pub contacts: Contacts,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -83,6 +86,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             channel: self.channels.get(&node.addr).map_err(|e| e.to_string()),
             cluster_id: self.cluster_id.clone(),
+            contacts: self.contacts.clone(),
         }
     }
 }
@@ -95,6 +99,7 @@ pub struct Peer {
     addr: String,
     channel: Result<Channel, String>,
     cluster_id: ClusterIdSource,
+    contacts: Contacts,
 }
 
 /// A transport failure as openraft's error.
@@ -148,11 +153,17 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse, RPCError> {
+        let term = rpc.vote.leader_id.term;
         let body = encode(&rpc)?;
         let message = RaftRequest { cluster_id: self.cluster_id.get(), from_node: self.me, body: body.into() };
         let req = self.request(message, &option);
         let reply = self.client()?.append_entries(req).await.map_err(|s| transport(&self.addr, s))?;
-        self.decode(reply.into_inner())
+        let response = self.decode(reply.into_inner());
+        // A peer that knows a newer leader does not follow this one.
+        if matches!(&response, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
+            self.contacts.replied(self.target, term, crate::time::now_ms());
+        }
+        response
     }
 
     async fn install_snapshot(

@@ -13,6 +13,7 @@ use strom_proto::raft::raft_server::RaftServer;
 use tokio::sync::watch;
 
 use super::client::ControllerClient;
+use super::contacts::Contacts;
 use super::controller::service::ControllerService;
 use super::controller::{Controller, ControllerConfig};
 use super::image::MetadataImage;
@@ -96,10 +97,12 @@ impl Metadata {
         })?;
         let image = state_machine.subscribe();
         let channels = Channels::default();
+        let contacts = Contacts::default();
         let network = Network {
             me: node_id(settings.node_id),
             channels: channels.clone(),
             cluster_id: ClusterIdSource(image.clone()),
+            contacts: contacts.clone(),
         };
         let config = raft_config(settings.tuning).map_err(MetadataError::Config)?;
         let raft = Raft::new(node_id(settings.node_id), config, network, log_store.clone(), state_machine.clone())
@@ -114,6 +117,7 @@ impl Metadata {
                 session_timeout: settings.session_timeout,
                 preferred_leader_interval: settings.preferred_leader_interval,
             },
+            contacts,
         ));
         let client = ControllerClient::new(settings.voters.clone(), channels.clone(), raft.metrics(), image);
         Ok(Metadata {

@@ -2,8 +2,10 @@
 //! the leader over the internal port. Strom's quorum is openraft, not KRaft, so the figures are
 //! raft log positions: the leader epoch is the raft term, an "offset" is the index after the
 //! last entry, the high watermark is what the leader has applied (all of it committed), voters
-//! are `--voters`, observers are the learners. Last-fetch and caught-up timestamps are not
-//! tracked (-1, which Kafka's tools show as unknown). The only partition is
+//! are `--voters`, observers are the learners. A member's last fetch is when it last answered
+//! the leader's AppendEntries (openraft's leader pushes where KRaft's followers fetch), and
+//! its last caught-up time follows Kafka's rule for fetches (`metadata::contacts`); the leader
+//! reports itself as fetched and caught up now, as KRaft's does. The only partition is
 //! `__cluster_metadata-0`, as in Kafka.
 
 use kafka_protocol::error::ResponseError;
@@ -55,9 +57,12 @@ pub async fn handle(node: &Node, req: DescribeQuorumRequest, version: i16) -> De
     let state = |id: i32| {
         let mut r = ReplicaState::default();
         r.replica_id = BrokerId(id);
-        r.log_end_offset = quorum.replicas.iter().find(|m| m.id == id).map_or(-1, |m| m.log_end_offset);
-        r.last_fetch_timestamp = -1;
-        r.last_caught_up_timestamp = -1;
+        let member = quorum.replicas.iter().find(|m| m.id == id);
+        // 0: a leader of an older version, which did not track them.
+        let known = |ms: i64| if ms > 0 { ms } else { -1 };
+        r.log_end_offset = member.map_or(-1, |m| m.log_end_offset);
+        r.last_fetch_timestamp = member.map_or(-1, |m| known(m.last_fetch_timestamp));
+        r.last_caught_up_timestamp = member.map_or(-1, |m| known(m.last_caught_up_timestamp));
         r
     };
     let mut partition = PartitionData::default();

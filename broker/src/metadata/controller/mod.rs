@@ -4,7 +4,8 @@
 //! - this file: [`Controller`], the decisions behind each request, serialised by one lock and
 //!   validated against an image that includes everything committed (`ensure_linearizable`
 //!   before each write), and [`Controller::run`], the loop that notices activation, names a
-//!   new cluster, and fences brokers whose sessions ran out.
+//!   new cluster, fences brokers whose sessions ran out, and notes which quorum members are
+//!   caught up (`super::contacts`).
 //! - [`service`]: `strom.controller.v1` over gRPC, which every broker calls.
 //! - [`sessions`]: heartbeat deadlines (leader-local state).
 //! - `topics`: the topic writes (create with placement, delete, grow, configs).
@@ -36,6 +37,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::command::{CommandResult, Endpoint, MetadataCommand, PartitionChange};
+use super::contacts::Contacts;
 use super::image::MetadataImage;
 use super::quorum::VoterSet;
 use super::types::{broker_id, node_id, Raft};
@@ -143,8 +145,19 @@ pub struct QuorumReplication {
     pub log_end_offset: i64,
     /// Entries applied by the leader, all of them committed.
     pub high_watermark: i64,
-    /// (member, log end offset or -1 while the leader has not matched it yet).
-    pub members: Vec<(i32, i64)>,
+    pub members: Vec<QuorumMember>,
+}
+
+/// One member of the quorum as its leader sees it (the leader itself included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumMember {
+    pub id: i32,
+    /// -1 while the leader has not matched this member's log yet.
+    pub log_end_offset: i64,
+    /// When the member last answered the leader (ms since the epoch; -1: not in this term).
+    pub last_fetch_ms: i64,
+    /// When the member last had the leader's log (ms since the epoch; -1: not in this term).
+    pub last_caught_up_ms: i64,
 }
 
 /// The controller role of one broker (active only while its raft is leader).
@@ -158,6 +171,8 @@ pub struct Controller {
     active: AtomicBool,
     /// When preferred leaders were last elected.
     last_preferred_election: Mutex<Option<Instant>>,
+    /// When each quorum member last answered, and was last caught up (leader only).
+    contacts: Contacts,
 }
 
 impl std::fmt::Debug for Controller {
@@ -170,7 +185,13 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    pub fn new(raft: Raft, image: watch::Receiver<Arc<MetadataImage>>, config: ControllerConfig) -> Controller {
+    /// `contacts` is the one the raft network notes replies in.
+    pub fn new(
+        raft: Raft,
+        image: watch::Receiver<Arc<MetadataImage>>,
+        config: ControllerConfig,
+        contacts: Contacts,
+    ) -> Controller {
         let sessions = Mutex::new(Sessions::new(config.session_timeout));
         Controller {
             raft,
@@ -180,6 +201,7 @@ impl Controller {
             write_lock: tokio::sync::Mutex::new(()),
             active: AtomicBool::new(false),
             last_preferred_election: Mutex::new(None),
+            contacts,
         }
     }
 
@@ -488,6 +510,7 @@ impl Controller {
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
         let end = |index: Option<u64>| index.map_or(0, |i| i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1));
+        let now = crate::time::now_ms();
         let replication = (m.state == ServerState::Leader).then(|| QuorumReplication {
             log_end_offset: end(m.last_log_index),
             high_watermark: end(m.last_applied.map(|l| l.index)),
@@ -496,9 +519,23 @@ impl Controller {
                 .iter()
                 .flatten()
                 .map(|(id, matched)| {
-                    let offset =
-                        if *id == m.id { end(m.last_log_index) } else { matched.map_or(-1, |l| end(Some(l.index))) };
-                    (broker_id(*id), offset)
+                    if *id == m.id {
+                        // As KRaft's leader reports itself: it has its log, now.
+                        QuorumMember {
+                            id: broker_id(*id),
+                            log_end_offset: end(m.last_log_index),
+                            last_fetch_ms: now,
+                            last_caught_up_ms: now,
+                        }
+                    } else {
+                        let (last_fetch_ms, last_caught_up_ms) = self.contacts.of(m.current_term, *id);
+                        QuorumMember {
+                            id: broker_id(*id),
+                            log_end_offset: matched.map_or(-1, |l| end(Some(l.index))),
+                            last_fetch_ms,
+                            last_caught_up_ms,
+                        }
+                    }
                 })
                 .collect(),
         });
@@ -515,7 +552,9 @@ impl Controller {
     }
 
     /// The controller loop: notices when this node becomes (or stops being) the active
-    /// controller, names a new cluster, and fences brokers whose sessions ran out.
+    /// controller, names a new cluster, fences brokers whose sessions ran out, and, while raft
+    /// leader, looks at how far each quorum member has replicated (on every change of raft's
+    /// metrics and at least every 100 ms).
     pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
         let mut metrics = self.raft.metrics();
         let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -528,6 +567,10 @@ impl Controller {
             }
             let leading = {
                 let m = metrics.borrow();
+                if m.state == ServerState::Leader {
+                    let matched = m.replication.iter().flatten().map(|(id, l)| (*id, l.map(|l| l.index)));
+                    self.contacts.observe(m.current_term, crate::time::now_ms(), m.last_log_index, matched);
+                }
                 m.state == ServerState::Leader && m.current_leader == Some(node_id(self.config.me))
             };
             if leading && !self.is_active() {

@@ -271,7 +271,13 @@ impl ControllerRpc for ControllerService {
             replicas: replication
                 .members
                 .into_iter()
-                .map(|(id, log_end_offset)| QuorumReplicaState { id, voter: voters.contains(&id), log_end_offset })
+                .map(|m| QuorumReplicaState {
+                    id: m.id,
+                    voter: voters.contains(&m.id),
+                    log_end_offset: m.log_end_offset,
+                    last_fetch_timestamp: m.last_fetch_ms,
+                    last_caught_up_timestamp: m.last_caught_up_ms,
+                })
                 .collect(),
             cluster_id: q.cluster_id.unwrap_or_default(),
             leader_id: q.leader.unwrap_or(-1),
