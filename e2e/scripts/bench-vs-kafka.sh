@@ -330,8 +330,20 @@ stop_system() {
 }
 
 create_topic() { # create_topic NAME PARTITIONS RF
-  kafka_tool topics --bootstrap-server "$BOOTSTRAP" --create --topic "$1" --partitions "$2" \
-    --replication-factor "$3" >/dev/null
+  # Every name is new to its system, so "already exists" means the admin client's own earlier
+  # attempt was applied and then retried (it happened to a 3-node Kafka whose controller
+  # renounced its leadership mid-request on 2026-12-03, which ended that run).
+  local out
+  if out=$(kafka_tool topics --bootstrap-server "$BOOTSTRAP" --create --topic "$1" --partitions "$2" \
+    --replication-factor "$3" 2>&1); then
+    return 0
+  fi
+  if grep -q "TopicExistsException: Topic '$1' already exists" <<<"$out"; then
+    log "topic $1: created by a retried CreateTopics (the tool said it already exists)"
+    return 0
+  fi
+  printf '%s\n' "$out" >&2
+  return 1
 }
 
 wait_topic_ready() { # wait_topic_ready NAME PARTITIONS : until every partition's leader answers ListOffsets
