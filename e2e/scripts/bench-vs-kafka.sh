@@ -65,7 +65,8 @@
 # of the shell patterns NODES:SIZE:ACKS:PARTITIONS:CLIENT (e.g. "1:1024:all:6:strom-load
 # 3:100:*:6:java") and the latency rows matching NODES:latency:PARTITIONS; PROFILE=1 records
 # every client run with `perf record -F 999 -p <brokers>` (RUNS/NAME.perf.data, kernel and
-# Strom symbols; Kafka's JIT-compiled Java shows as unknown) and `perf stat` of the client
+# Strom symbols; Kafka's JIT-compiled Java shows as unknown; PERF_RECORD_OPTS adds options,
+# e.g. "--call-graph dwarf,16384" for call stacks) and `perf stat` of the client
 # (RUNS/NAME.client-stat: task-clock, context switches).
 set -euo pipefail
 
@@ -133,7 +134,7 @@ FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-0}
 # the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
 # times in all, so that both systems' figures of a pair come from the same machine state.
 PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
-ROWS=${ROWS:-} PROFILE=${PROFILE:-0}
+ROWS=${ROWS:-} PROFILE=${PROFILE:-0} PERF_RECORD_OPTS=${PERF_RECORD_OPTS:-}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -457,7 +458,7 @@ measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (
   sample_rss "$rss_file" &
   SAMPLER_PID=$!
   if ((PROFILE)); then # $2 is the run's name
-    perf record -q -F 999 -p "$(IFS=,; echo "${BROKER_PIDS[*]}")" -o "$RUNS/$2.perf.data" 2>"$RUNS/$2.perf.log" &
+    perf record -q -F 999 $PERF_RECORD_OPTS -p "$(IFS=,; echo "${BROKER_PIDS[*]}")" -o "$RUNS/$2.perf.data" 2>"$RUNS/$2.perf.log" &
     perf_pid=$!
     CLIENT_PREFIX=(perf stat -x, -e task-clock,context-switches,cpu-migrations -o "$RUNS/$2.client-stat" --)
   fi

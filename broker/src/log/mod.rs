@@ -54,7 +54,6 @@ mod tests;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IoSlice;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -93,10 +92,19 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
-    /// Reads exactly the slice's bytes (pread; the file's cursor is not used).
+    /// Reads exactly the slice's bytes (pread; the file's cursor is not used) into memory
+    /// that is not zeroed first: a zeroed allocation of a MiB or more made jemalloc hand
+    /// back and fault in fresh pages for every replica fetch (docs/benchmarks.md,
+    /// "Replication's page faults").
     pub fn read(&self) -> std::io::Result<Bytes> {
-        let mut buf = vec![0; self.len];
-        self.file.read_exact_at(&mut buf, self.position)?;
+        let mut buf = Vec::with_capacity(self.len);
+        while buf.len() < self.len {
+            let at = self.position + buf.len() as u64;
+            if rustix::io::pread(&*self.file, rustix::buffer::spare_capacity(&mut buf), at)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        buf.truncate(self.len);
         Ok(Bytes::from(buf))
     }
 }

@@ -277,3 +277,18 @@ fn flush_is_due_after_flush_messages_or_flush_ms() {
     log.flush_if_due(1100).expect("flush");
     assert_eq!(log.recovery_point, 7, "flush.ms after the oldest unflushed append");
 }
+
+#[test]
+fn a_file_slice_reads_exactly_its_range_and_a_range_past_the_end_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("data");
+    // Larger than one pread of a socket-sized buffer, and not a multiple of a page.
+    let content: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(&path, &content).expect("write");
+    let file = std::sync::Arc::new(std::fs::File::open(&path).expect("open"));
+    let slice = super::super::FileSlice { file: file.clone(), position: 4097, len: 2 * 1024 * 1024 + 3 };
+    let bytes = slice.read().expect("pread");
+    assert_eq!(&bytes[..], &content[4097..4097 + 2 * 1024 * 1024 + 3]);
+    let past = super::super::FileSlice { file, position: content.len() as u64 - 10, len: 20 };
+    assert_eq!(past.read().expect_err("past the end").kind(), std::io::ErrorKind::UnexpectedEof);
+}
