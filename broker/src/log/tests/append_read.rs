@@ -282,7 +282,7 @@ fn flush_is_due_after_flush_messages_or_flush_ms() {
 fn a_file_slice_reads_exactly_its_range_and_a_range_past_the_end_is_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("data");
-    // Larger than one pread of a socket-sized buffer, and not a multiple of a page.
+    // Several MiB (what a replica fetch reads), at an offset and of a length off page bounds.
     let content: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i: u32| (i % 251) as u8).collect();
     std::fs::write(&path, &content).expect("write");
     let file = std::sync::Arc::new(std::fs::File::open(&path).expect("open"));
