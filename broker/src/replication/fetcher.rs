@@ -5,7 +5,9 @@
 //! ([`ReplicaFetchers::set`]); loops start for new leaders and stop when they have nothing
 //! left to fetch. Each answer is applied on a blocking thread (appends, truncation): a
 //! divergence is truncated to the end of the last common epoch, an offset below the
-//! leader's log start empties the log and restarts it there.
+//! leader's log start empties the log and restarts it there. A change of the followed set
+//! abandons the fetch in flight, so new partitions are fetched at once rather than after the
+//! leader has held the old request for up to `replica.fetch.wait.max.ms`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -198,6 +200,11 @@ async fn fetch_loop(mut l: FetchLoop) {
         let call = tokio::time::timeout(timeout, client.fetch(request));
         let answer = tokio::select! {
             _ = l.shutdown.wait() => return,
+            // The partitions changed (a topic created, a leader moved here): the fetch in
+            // flight may be held by the leader for up to max_wait on the old set, so it is
+            // dropped (nothing of it was applied; the next fetch asks from the same offsets)
+            // and the next one names the new set at once.
+            _ = l.changed.notified() => continue,
             answer = call => answer,
         };
         let partitions = match answer {
@@ -290,3 +297,7 @@ fn apply(replica: &Partition, fetched_in: i32, data: &PartitionData) -> Result<b
         }
     }
 }
+
+#[cfg(test)]
+#[path = "fetcher_tests.rs"]
+mod tests;
