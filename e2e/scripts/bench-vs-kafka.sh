@@ -540,7 +540,8 @@ run_load_consume() { # run_load_consume NAME TOPIC RECORDS
 }
 run_latency() { # run_latency NAME TOPIC
   run_child "$LOAD" e2e-latency --bootstrap "$BOOTSTRAP" --topic "$2" --record-size 1024 --acks all \
-    --rate "$LATENCY_RATE" --duration-secs "$LATENCY_SECS" >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+    --rate "$LATENCY_RATE" --duration-secs "$LATENCY_SECS" --timeline "$RUNS/$1.timeline.tsv" \
+    >"$RUNS/$1.out" 2>"$RUNS/$1.err"
 }
 parse_load() { # strom-load's one JSON line
   python3 - "$1" <<'EOF'

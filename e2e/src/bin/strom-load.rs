@@ -166,6 +166,11 @@ struct LatencyArgs {
     /// How long to produce.
     #[arg(long, default_value_t = 30)]
     duration_secs: u64,
+    /// Also write the latency over time to this file: one tab-separated line per 100 ms of
+    /// send time (ms since the first send, records, p50, p99 and max latency in ms), to see
+    /// when a tail happened and line it up with the brokers' logs.
+    #[arg(long)]
+    timeline: Option<std::path::PathBuf>,
 }
 
 fn main() {
@@ -445,6 +450,36 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
     })
 }
 
+/// The `--timeline` file: per 100 ms of send time, "ms records p50 p99 max" (latencies in ms).
+fn timeline(sent_us: &[u64], latencies_us: &[u64]) -> String {
+    const WINDOW_US: u64 = 100_000;
+    let first = sent_us.iter().copied().min().unwrap_or(0);
+    let mut windows: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+    for (sent, latency) in sent_us.iter().zip(latencies_us) {
+        windows.entry((sent - first) / WINDOW_US).or_default().push(*latency);
+    }
+    let mut out = String::from("ms\trecords\tp50_ms\tp99_ms\tmax_ms\n");
+    for (window, mut latencies) in windows {
+        latencies.sort_unstable();
+        let at = |q: f64| {
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let i = ((latencies.len() - 1) as f64 * q).round() as usize;
+            #[allow(clippy::cast_precision_loss)]
+            let ms = latencies[i] as f64 / 1000.0;
+            ms
+        };
+        out.push_str(&format!(
+            "{}\t{}\t{:.2}\t{:.2}\t{:.2}\n",
+            window * WINDOW_US / 1000,
+            latencies.len(),
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        ));
+    }
+    out
+}
+
 fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     if args.rate == 0 || args.duration_secs == 0 {
         bail!("--rate and --duration-secs must be positive");
@@ -470,9 +505,11 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     }
     consumer.assign(&assignment).context("assign")?;
     let produce_for = Duration::from_secs(args.duration_secs);
+    let keep_sent = args.timeline.is_some();
     let reader = thread::spawn(move || {
         let deadline = Instant::now() + produce_for + Duration::from_secs(30);
         let mut latencies_us = Vec::with_capacity(total);
+        let mut sent_us = Vec::with_capacity(if keep_sent { total } else { 0 });
         let mut bytes = 0u64;
         while latencies_us.len() < total && Instant::now() < deadline {
             if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
@@ -485,11 +522,15 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
                 };
                 let mut sent = [0u8; 8];
                 sent.copy_from_slice(stamp);
-                latencies_us.push(now.saturating_sub(u64::from_be_bytes(sent)));
+                let sent = u64::from_be_bytes(sent);
+                latencies_us.push(now.saturating_sub(sent));
+                if keep_sent {
+                    sent_us.push(sent);
+                }
                 bytes += payload.len() as u64;
             }
         }
-        (latencies_us, bytes)
+        (latencies_us, sent_us, bytes)
     });
 
     let producer: ThreadedProducer<_> = producer_config(&args.target, &args.producer)
@@ -517,7 +558,10 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     let produced_secs = started.elapsed().as_secs_f64();
     producer.flush(Duration::from_secs(60)).context("flush")?;
     let failed = producer.context().log.failed_count();
-    let (latencies_us, bytes) = reader.join().map_err(|_| anyhow::anyhow!("consumer thread panicked"))?;
+    let (latencies_us, sent_us, bytes) = reader.join().map_err(|_| anyhow::anyhow!("consumer thread panicked"))?;
+    if let Some(path) = &args.timeline {
+        std::fs::write(path, timeline(&sent_us, &latencies_us)).with_context(|| format!("write {}", path.display()))?;
+    }
     let records = latencies_us.len();
     if records < total {
         eprintln!("consumed {records} of {total} records");
