@@ -37,8 +37,11 @@
 # Kafka runs with the JVM settings of its own start scripts (KAFKA_HEAP_OPTS, default
 # "-Xmx1G -Xms1G", and kafka-run-class.sh's G1 flags; KAFKA_OPTS is added) and a config that
 # is the defaults plus what it needs to run (listeners, log.dirs, node.id, the voters,
-# offsets.topic.replication.factor = nodes, group.initial.rebalance.delay.ms=0). Strom gets
-# the same two settings and its defaults otherwise. The Java tools get -Xmx512M, as their
+# offsets.topic.replication.factor = nodes, group.initial.rebalance.delay.ms=0), and
+# log.segment.delete.delay.ms=1000 so that a deleted topic's files go before the next run
+# rather than a minute into some later one (KAFKA_DELETE_DELAY_MS; every run waits until no
+# deleted files are left on either system). Strom gets the same two settings and its
+# defaults otherwise. The Java tools get -Xmx512M, as their
 # bin/ scripts give them.
 #
 # Output: DIR/results.tsv (raw, one line per client run; rows of the systems and topologies
@@ -130,6 +133,11 @@ CLIENT_TIMEOUT=900 # seconds any one client run may take
 # to show less; on this machine that waited 3-60 s before 7 of a run's first 9 client runs,
 # which would triple a full run ("Two vCPUs, near or far" in docs/benchmarks.md).
 FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-0}
+# Kafka removes a deleted topic's files log.segment.delete.delay.ms after the deletion (60 s by
+# default), Strom at once. With the default, Kafka's removal of a row's gigabytes lands in a
+# run a minute later, of either system; every run now waits until no deleted files are left
+# (wait_for_deletions), and this makes Kafka's wait 1 s instead of 60.
+KAFKA_DELETE_DELAY_MS=${KAFKA_DELETE_DELAY_MS:-1000}
 # A row's produce (and its consume) runs on each system back to back; when the probes around
 # the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
 # times in all, so that both systems' figures of a pair come from the same machine state.
@@ -272,6 +280,7 @@ offsets.topic.replication.factor=$n
 transaction.state.log.replication.factor=$n
 transaction.state.log.min.isr=$((n < 2 ? n : 2))
 group.initial.rebalance.delay.ms=0
+log.segment.delete.delay.ms=$KAFKA_DELETE_DELAY_MS
 EOF
     kafka_tool storage format -t "$cluster_id" -c "$base/node-$i/server.properties" >"$base/node-$i/format.log"
     BOOTSTRAP+="${BOOTSTRAP:+,}127.0.0.1:${ports[i]}"
@@ -378,6 +387,16 @@ delete_topic() {
     log "could not delete topic $1 (ignored)"
 }
 
+wait_for_deletions() { # until no deleted partition directory (*-delete) is left under DIR, 2 min at most
+  local i left
+  for i in $(seq 240); do
+    left=$(find "$DIR" -maxdepth 5 -type d -name '*-delete' -print -quit 2>/dev/null)
+    [[ -z "$left" ]] && { ((i == 1)) || log "  waited $((i / 2)) s for deleted topics' files to go"; return 0; }
+    sleep 0.5
+  done
+  log "  deleted topics' files still there after 2 min ($left); going on"
+}
+
 wait_for_disk() { # wait_for_disk MB : until DIR's filesystem has MB (+2 GiB) free, 3 min at most
   local i avail
   for i in $(seq 180); do
@@ -449,8 +468,12 @@ MEASURED_CPU='' MEASURED_RSS='' MEASURED_HANDOFF_BEFORE='' MEASURED_HANDOFF_AFTE
 measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the
   # brokers, and MEASURED_HANDOFF_BEFORE/_AFTER, the machine's vCPU handoff around the run
   local before after rc=0 rss_file=$RUNS/.rss peak now synced=$SECONDS perf_pid=
-  # No run starts with another's dirty pages: the second writer of a pair would be throttled
-  # by the first's gigabytes (broker CPU 1.5-2.1 s instead of 0.6-1.0 for the same 2 GB).
+  # No run starts while a deleted topic's files are being removed (gigabytes of extents freed
+  # and, on a filesystem mounted with discard, trimmed: I/O and CPU that would land in
+  # whichever system's run it overlapped) ...
+  wait_for_deletions
+  # ... or with another's dirty pages: the second writer of a pair would be throttled by the
+  # first's gigabytes (broker CPU 1.5-2.1 s instead of 0.6-1.0 for the same 2 GB).
   sync
   ((SECONDS - synced < 2)) || log "  sync took $((SECONDS - synced)) s"
   MEASURED_HANDOFF_BEFORE=$(wait_near_vcpus)
@@ -914,7 +937,8 @@ machine_md() {
 - Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
   brokers and clients on the same machine; both systems up, each row's runs alternating between them (one run at a time), data under $DIR ($(df --output=source "$DIR" | tail -1)).
 - Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
-  JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M.
+  JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M;
+  log.segment.delete.delay.ms=$KAFKA_DELETE_DELAY_MS, and every client run starts after a \`sync\` once no deleted topic's files are left on either system.
 - Strom $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') (target/release/strom);
   strom-load on librdkafka ${librdkafka#*+} (the rdkafka crate's bundled librdkafka, rdkafka-sys $librdkafka), with jemalloc as its malloc (tikv-jemallocator; see "The consumer's malloc").
 - Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s;
