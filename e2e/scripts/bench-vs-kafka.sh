@@ -9,15 +9,17 @@
 # `strom serve` (all three voters), topics with replication factor 3. Both systems of a
 # topology are started, with their data directories under DIR (default /tmp/strom-bench-vs-kafka,
 # /tmp/strom-bench-vs-kafka-quick with --quick), so on the same disk, and every row's runs go
-# in pairs, one client run at a time: produce on one system and at once on the other, then
-# consume the same way, Kafka first in odd repetitions, Strom first in even ones. Paired so
-# that both see the machine in the same state: how fast this VM's two vCPUs hand data to each
-# other changes by 4x for seconds to minutes at a time, and a run of either system is up to
-# 2x slower in the slow state (docs/benchmarks.md, "Two vCPUs, near or far").
-# `strom-load cpu-handoff` measures that state before and after every client run
-# (results.tsv: handoff_ns_before, handoff_ns_after); a pair whose probes disagree runs again
-# (PAIR_ATTEMPTS, 3 in all; the runs left out go to results-split-pairs.tsv; a produce pair
-# runs again into a new topic, the earlier one deleted first); HANDOFF_WAIT=S
+# one client run at a time: produce, consume and delete the topic on one system, then the same
+# at once on the other (ROW_ORDER=each; ROW_ORDER=pairs runs both produces back to back, then
+# both consumes, which made the second writer slow), Kafka first in odd repetitions, Strom
+# first in even ones. Back to back so that both see the machine in the same state: how fast
+# this VM's two vCPUs hand data to each other changes by 4x for seconds to minutes at a time,
+# and a run of either system is up to 2x slower in the slow state (docs/benchmarks.md, "Two
+# vCPUs, near or far"). `strom-load cpu-handoff` measures that state before and after every
+# client run (results.tsv: handoff_ns_before, handoff_ns_after); a pair whose probes disagree
+# runs again (PAIR_ATTEMPTS, 3 in all; with ROW_ORDER=each a "pair" is one system's run, its
+# probe before against its probe after; the runs left out go to results-split-pairs.tsv; a
+# produce runs again into a new topic, the earlier one deleted first); HANDOFF_WAIT=S
 # makes every run wait up to S s for the fast state. The idle system costs the measured one a
 # little CPU (an idle 1-node Kafka ~1 % of a core, 3 nodes ~8 %; Strom 0.2 %, 1.7 %).
 #
@@ -142,6 +144,15 @@ KAFKA_DELETE_DELAY_MS=${KAFKA_DELETE_DELAY_MS:-1000}
 # the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
 # times in all, so that both systems' figures of a pair come from the same machine state.
 PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
+# ROW_ORDER=each (the default): a row's produce, consume and topic deletion run on one system,
+# then on the other. A produce run writing right after another's (ROW_ORDER=pairs: both
+# produces of a row back to back, then both consumes) costs the brokers 2-5x the CPU for the
+# same records on this machine, whichever system it is: the kernel serves the second writer's
+# page cache from memory the first one has split up, and only a deletion of gigabytes gives
+# large free blocks back (docs/benchmarks.md, "The second writer"). With an odd REPEAT that
+# decided the 1 KiB produce rows for whichever system went first in more repetitions.
+ROW_ORDER=${ROW_ORDER:-each}
+case "$ROW_ORDER" in each | pairs) ;; *) echo "ROW_ORDER is each or pairs" >&2; exit 2 ;; esac
 ROWS=${ROWS:-} PROFILE=${PROFILE:-0} PERF_RECORD_OPTS=${PERF_RECORD_OPTS:-}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -684,17 +695,30 @@ row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, e
   # A topic of its own per repetition (and a consumer-perf-test group per run).
   topic="bench-$size-acks$acks-p$parts-$client$([[ $rep == 1 ]] || echo "-r$rep")"
   read -r -a systems <<<"$(in_turn "$rep")"
-  wait_for_disk "$(disk_mb "$records" "$size" "$topology" ${#systems[@]})"
-  topic_everywhere create "$topic" "$parts" "$topology" "${systems[@]}"
   log "$topology node(s): $size B, acks=$acks, $parts partition(s), $client, $records records; ${systems[*]}"
-  paired produce "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
-  topic=$PAIRED_TOPIC
+  if [[ $ROW_ORDER == pairs ]]; then
+    wait_for_disk "$(disk_mb "$records" "$size" "$topology" ${#systems[@]})"
+    topic_everywhere create "$topic" "$parts" "$topology" "${systems[@]}"
+    paired produce "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
+    topic=$PAIRED_TOPIC
+    for system in "${systems[@]}"; do
+      use_system "$system"
+      wait_committed "$topic" "$records"
+    done
+    paired consume "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
+    topic_everywhere delete "$topic" - - "${systems[@]}"
+    return
+  fi
+  # ROW_ORDER=each: produce, consume and delete on one system, then the same on the other.
   for system in "${systems[@]}"; do
+    wait_for_disk "$(disk_mb "$records" "$size" "$topology" 1)"
+    topic_everywhere create "$topic" "$parts" "$topology" "$system"
+    paired produce "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "$system"
     use_system "$system"
-    wait_committed "$topic" "$records"
+    wait_committed "$PAIRED_TOPIC" "$records"
+    paired consume "$topology" "$size" "$acks" "$parts" "$client" "$records" "$PAIRED_TOPIC" "$rep" "$system"
+    topic_everywhere delete "$PAIRED_TOPIC" - - "$system"
   done
-  paired consume "$topology" "$size" "$acks" "$parts" "$client" "$records" "$topic" "$rep" "${systems[@]}"
-  topic_everywhere delete "$topic" - - "${systems[@]}"
 }
 
 latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
@@ -779,7 +803,7 @@ bench_topology() { # bench_topology TOPOLOGY
 # Report
 # ---------------------------------------------------------------------------------------------
 write_report() { # markdown tables from the TSV, Kafka and Strom side by side
-  python3 - "$TSV" "$FAR_NS" "$SPLIT_TSV" "$PAIR_ATTEMPTS" <<'EOF'
+  python3 - "$TSV" "$FAR_NS" "$SPLIT_TSV" "$PAIR_ATTEMPTS" "$ROW_ORDER" <<'EOF'
 import csv, sys
 from collections import defaultdict
 
@@ -915,9 +939,14 @@ if probed:
         split = list(csv.DictReader(open(sys.argv[3]), delimiter="\t"))
     except OSError:
         split = []
-    out.append(f"Each row's produce runs, and then its consume runs, go on the two systems back to back; "
-               f"{len(split)} runs of pairs whose probes disagreed (the state changed within the pair) were "
-               f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
+    if sys.argv[5] == "each":
+        out.append("Each row's produce, consume and topic deletion run on one system, then on the other; "
+                   f"{len(split)} runs whose probes disagreed (the state changed within the run) were "
+                   f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
+    else:
+        out.append(f"Each row's produce runs, and then its consume runs, go on the two systems back to back; "
+                   f"{len(split)} runs of pairs whose probes disagreed (the state changed within the pair) were "
+                   f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
     out.append("")
 if mismatched:
     out.append("†: Kafka and Strom produced different record counts in this row (runs of different settings merged).")
@@ -935,7 +964,8 @@ machine_md() {
   librdkafka=$(awk '/^name = "rdkafka-sys"/ { getline; gsub(/[" ]/, ""); sub(/^version=/, ""); print }' "$REPO/Cargo.lock")
   cat <<EOF
 - Date: $(date -u +%F); machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $mem RAM;
-  brokers and clients on the same machine; both systems up, each row's runs alternating between them (one run at a time), data under $DIR ($(df --output=source "$DIR" | tail -1)).
+  brokers and clients on the same machine; both systems up, one client run at a time, data under $DIR ($(df --output=source "$DIR" | tail -1));
+  $([[ $ROW_ORDER == each ]] && echo "each row's produce, consume and topic deletion on one system, then on the other (ROW_ORDER=each)" || echo "each row's two produce runs back to back, then its two consume runs (ROW_ORDER=pairs)"), Kafka first in odd repetitions.
 - Apache Kafka $(sed -n 's/^KAFKA_VERSION=//p' "$KAFKA_SH") (KRaft, combined broker+controller nodes), $(java -version 2>&1 | head -1);
   JVM: $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS${KAFKA_SERVER_OPTS:+ $KAFKA_SERVER_OPTS}; tools -Xmx512M;
   log.segment.delete.delay.ms=$KAFKA_DELETE_DELAY_MS, and every client run starts after a \`sync\` once no deleted topic's files are left on either system.
