@@ -34,7 +34,9 @@
 #   - the brokers' CPU time (utime+stime from /proc/PID/stat) over each run and their peak
 #     RSS (VmRSS summed over the topology's brokers, sampled every 200 ms).
 # Then end-to-end latency at a fixed 50,000 x 1 KiB records/s, acks=all, 6 and 1 partitions
-# (`strom-load e2e-latency`, linger.ms=5): p50 / p99 / p99.9.
+# (`strom-load e2e-latency`, linger.ms=5; the clock starts after one record per partition has
+# been acknowledged and consumed, so neither system's figure holds client start-up and a new
+# topic's first moments): p50 / p99 / p99.9.
 #
 # Kafka runs with the JVM settings of its own start scripts (KAFKA_HEAP_OPTS, default
 # "-Xmx1G -Xms1G", and kafka-run-class.sh's G1 flags; KAFKA_OPTS is added) and a config that

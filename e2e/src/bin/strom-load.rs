@@ -171,6 +171,10 @@ struct LatencyArgs {
     /// when a tail happened and line it up with the brokers' logs.
     #[arg(long)]
     timeline: Option<std::path::PathBuf>,
+    /// Start the clock at once instead of after one record per partition has gone through
+    /// (the warm-up: connections opened, partitions led and followed).
+    #[arg(long)]
+    no_warmup: bool,
 }
 
 fn main() {
@@ -390,6 +394,50 @@ fn produce(args: &ProduceArgs) -> Result<Report> {
     })
 }
 
+/// How long the warm-up may take: a just-created topic's replicas may still be starting.
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One record to each of the `partitions` of `topic`, acknowledged and then consumed, before
+/// the clock starts: the measured records find the producer's and the consumer's connections
+/// open, the partitions led, followed and fetched, so the figures are those of a running
+/// pipeline rather than of client start-up and a topic's first moments (the same for every
+/// system measured).
+fn warm_up(
+    producer: &clients::TrackedProducer,
+    consumer: &BaseConsumer,
+    topic: &str,
+    partitions: usize,
+    size: usize,
+) -> Result<()> {
+    let value = vec![0u8; size];
+    for p in 0..partitions {
+        let p = i32::try_from(p).context("partition index")?;
+        let record: BaseRecord<'_, (), [u8], usize> =
+            BaseRecord::with_opaque_to(topic, usize::MAX).partition(p).payload(value.as_slice());
+        clients::send_blocking(producer, record).context("enqueue a warm-up record")?;
+    }
+    producer.flush(WARM_UP_TIMEOUT).context("flush the warm-up records")?;
+    let failed = producer.context().log.failed_count();
+    if failed > 0 {
+        bail!("{failed} warm-up records were not acknowledged");
+    }
+    let deadline = Instant::now() + WARM_UP_TIMEOUT;
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < partitions {
+        if Instant::now() > deadline {
+            bail!("the warm-up records of {} of {partitions} partitions did not arrive within {WARM_UP_TIMEOUT:?}", partitions - seen.len());
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                seen.insert(message.partition());
+            }
+            Some(Err(e)) => eprintln!("warm-up: {e}"),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
 fn all_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
     let count = clients::partition_count_with(consumer, topic)?;
     (0..count).map(|p| i32::try_from(p).context("partition index")).collect()
@@ -504,6 +552,12 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
         assignment.add_partition_offset(&args.target.topic, p, Offset::Offset(high))?;
     }
     consumer.assign(&assignment).context("assign")?;
+    let producer: ThreadedProducer<_> = producer_config(&args.target, &args.producer)
+        .create_with_context(clients::TrackingContext::default())
+        .context("create producer")?;
+    if !args.no_warmup {
+        warm_up(&producer, &consumer, &args.target.topic, assignment.count(), size)?;
+    }
     let produce_for = Duration::from_secs(args.duration_secs);
     let keep_sent = args.timeline.is_some();
     let reader = thread::spawn(move || {
@@ -533,9 +587,6 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
         (latencies_us, sent_us, bytes)
     });
 
-    let producer: ThreadedProducer<_> = producer_config(&args.target, &args.producer)
-        .create_with_context(clients::TrackingContext::default())
-        .context("create producer")?;
     let source = value_source(size);
     let started = Instant::now();
     let mut value = vec![0u8; size];
