@@ -39,6 +39,9 @@ use crate::{internal, publisher};
 
 /// How often each replica's high watermark is checkpointed.
 const HIGH_WATERMARK_CHECKPOINT_MS: u64 = 5_000;
+/// How often segments closed by a roll are fsynced (off the append path; a roll itself does
+/// not wait for the disk, as in Kafka).
+const ROLLED_SEGMENT_FLUSH_MS: u64 = 500;
 
 /// Why the broker could not start (or had to stop).
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +298,13 @@ pub async fn run(
         |r: &ReplicaManager, _| r.checkpoint_high_watermarks(),
         shutdown.clone(),
     ));
+    let roll_flush_task = tokio::spawn(every_blocking(
+        "flush of rolled segments",
+        ROLLED_SEGMENT_FLUSH_MS,
+        replicas.clone(),
+        |r: &ReplicaManager, _| r.flush_rolled_segments(),
+        shutdown.clone(),
+    ));
     let retention_task = tokio::spawn(every_blocking(
         "retention",
         config.log_retention_check_interval_ms,
@@ -318,6 +328,7 @@ pub async fn run(
     cleaner_task.abort();
     isr_task.abort();
     checkpoint_task.abort();
+    roll_flush_task.abort();
     let lifecycle = controlled_shutdown.await.unwrap_or(Ok(()));
     let _ = publisher_task.await;
     let _ = controller_task.await;

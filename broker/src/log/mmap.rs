@@ -117,6 +117,12 @@ impl MappedFile {
         self.resize(0)
     }
 
+    /// A second handle on the file, for an fsync made without the owner's lock.
+    pub(crate) fn sync_handle(&self) -> Result<(File, PathBuf), LogError> {
+        let file = self.file.try_clone().map_err(io_error("duplicate index handle", &self.path))?;
+        Ok((file, self.path.clone()))
+    }
+
     /// Writes the mapped pages and the file length to disk.
     pub(crate) fn flush(&self) -> Result<(), LogError> {
         if let Some(map) = &self.map {

@@ -10,6 +10,7 @@
 //! - `mod.rs`: [`Log`] — appends, rolls, flushes, close; the public types.
 //! - `open.rs`: `Log::open` — loading segments, deciding what to recover, leftover files.
 //! - `read.rs`: fetch reads, timestamp lookups, header scans.
+//! - `flush.rs`: fsyncing closed segments after a roll, off the append path.
 //! - `retention.rs`: DeleteRecords and time/size retention.
 //! - `replica.rs`: a follower's appends of the leader's batches, and truncation.
 //! - `compaction.rs`: [`Log::compact`] — which segments a pass cleans, which records survive,
@@ -36,6 +37,7 @@ mod codec;
 mod compaction;
 mod config;
 mod error;
+mod flush;
 mod index;
 mod mmap;
 mod open;
@@ -66,6 +68,7 @@ pub use batch::{
 pub use compaction::{CompactionConfig, CompactionStats};
 pub use config::LogConfig;
 pub use error::LogError;
+pub use flush::RolledSegments;
 pub use records::{for_each_header, for_each_record, RecordView, RecordsError};
 
 use checkpoint::Checkpoint;
@@ -126,6 +129,9 @@ pub struct Log {
     log_end_offset: i64,
     /// Everything below this offset is on disk (fsynced).
     recovery_point: i64,
+    /// Truncations so far: a flush of rolled segments started before one may not move the
+    /// recovery point ([`Log::mark_flushed`]).
+    truncations: u64,
     /// Leader epoch of the last batch, -1 when the log holds none.
     latest_leader_epoch: i32,
     /// When the oldest unflushed append happened, for `flush.ms`.
@@ -314,9 +320,12 @@ impl Log {
     }
 
     /// fsync everything, advance the recovery point to the log end offset, write the
-    /// checkpoint. Older segments were fsynced when they rolled.
+    /// checkpoint: the active segment and any closed one not yet flushed after its roll.
     pub fn flush(&mut self) -> Result<(), LogError> {
-        self.active().flush()?;
+        let from = self.segments.range(..=self.recovery_point).next_back().map_or(i64::MIN, |(base, _)| *base);
+        for segment in self.segments.range(from..).map(|(_, s)| s) {
+            segment.flush()?;
+        }
         self.recovery_point = self.log_end_offset;
         self.first_unflushed_ms = None;
         self.write_checkpoint(false)
@@ -339,18 +348,14 @@ impl Log {
         self.config = config;
     }
 
-    /// Closes the active segment (fsynced, indexes trimmed) and starts a new one at the log
-    /// end offset; the recovery point moves to the new segment.
+    /// Closes the active segment (indexes trimmed) and starts a new one at the log end
+    /// offset. The closed segment is fsynced later, off the append path ([`flush`]); the
+    /// recovery point moves when it is.
     fn roll(&mut self, reason: &'static str) -> Result<(), LogError> {
         let base_offset = self.log_end_offset;
-        let active = self.active_mut();
-        active.close_indexes()?;
-        active.flush()?;
+        self.active_mut().close_indexes()?;
         let segment = Segment::create(&self.dir, base_offset, &self.config)?;
         self.segments.insert(base_offset, segment);
-        self.recovery_point = self.recovery_point.max(base_offset);
-        self.first_unflushed_ms = None;
-        self.write_checkpoint(false)?;
         tracing::debug!(dir = %self.dir.display(), base_offset, reason, "rolled a new segment");
         Ok(())
     }

@@ -47,6 +47,7 @@ impl Log {
             log_start_offset,
             log_end_offset: 0,
             recovery_point,
+            truncations: 0,
             latest_leader_epoch: -1,
             first_unflushed_ms: None,
             first_dirty_offset,

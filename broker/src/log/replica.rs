@@ -62,6 +62,7 @@ impl Log {
             self.truncate_fully_and_start_at(offset.max(0))?;
             return Ok(self.log_end_offset);
         }
+        self.truncations += 1;
         let base = *self.segments.range(..=offset).next_back().map(|(b, _)| b).expect("offset > log start offset");
         for (_, segment) in self.segments.split_off(&(base + 1)) {
             segment.delete()?;
@@ -107,6 +108,7 @@ impl Log {
     /// Deletes everything and starts an empty log at `offset` (a follower whose log ends
     /// before the leader's starts).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.truncations += 1;
         for (_, segment) in std::mem::take(&mut self.segments) {
             segment.delete()?;
         }

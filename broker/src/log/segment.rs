@@ -251,6 +251,13 @@ impl Segment {
         self.time_index.file_mut().trim()
     }
 
+    /// Second handles on the log and both index files, for an fsync made without the log's
+    /// lock ([`super::flush`]).
+    pub(crate) fn sync_handles(&self) -> Result<[(File, PathBuf); 3], LogError> {
+        let log = self.log.try_clone().map_err(io_error("duplicate segment handle", &self.log_path))?;
+        Ok([(log, self.log_path.clone()), self.index.file().sync_handle()?, self.time_index.file().sync_handle()?])
+    }
+
     /// fsync of the log and both indexes.
     pub(crate) fn flush(&self) -> Result<(), LogError> {
         self.log.sync_data().map_err(io_error("fsync segment log", &self.log_path))?;

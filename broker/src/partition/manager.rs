@@ -171,6 +171,15 @@ impl ReplicaManager {
         }
     }
 
+    /// fsyncs the segments closed by rolls on every partition (Kafka's flush after a roll).
+    pub fn flush_rolled_segments(&self) {
+        for p in self.all() {
+            if let Err(e) = p.flush_rolled_segments() {
+                tracing::error!(error = %e, "flush of rolled segments failed");
+            }
+        }
+    }
+
     /// Flushes every partition (clean shutdown), so the next start skips recovery.
     pub fn flush_all(&self) {
         for p in self.all() {

@@ -553,6 +553,18 @@ impl Partition {
         self.state.lock().log.flush().map_err(|e| self.log_error(e))
     }
 
+    /// fsyncs the segments closed by rolls since the last call, without holding the
+    /// partition's lock meanwhile, and moves the recovery point past them.
+    pub fn flush_rolled_segments(&self) -> Result<(), PartitionError> {
+        let rolled = self.state.lock().log.rolled_unflushed().map_err(|e| self.log_error(e))?;
+        let Some(rolled) = rolled else {
+            return Ok(());
+        };
+        rolled.sync().map_err(|e| self.log_error(e))?;
+        self.state.lock().log.mark_flushed(&rolled).map_err(|e| self.log_error(e))?;
+        Ok(())
+    }
+
     /// Writes the high watermark to its checkpoint file if it moved. Not fsynced: a stale
     /// checkpoint is only a lower bound, which is all a restart assumes.
     pub fn checkpoint_high_watermark(&self) {

@@ -7,6 +7,7 @@ mod append_read;
 mod compaction;
 mod compaction_crash;
 mod compaction_props;
+mod flush;
 mod keyed;
 mod props;
 mod records;
