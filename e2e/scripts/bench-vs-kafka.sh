@@ -480,13 +480,14 @@ wait_near_vcpus() { # until the vCPUs hand off near (< FAR_NS), HANDOFF_WAIT s a
 MEASURED_CPU='' MEASURED_RSS='' MEASURED_HANDOFF_BEFORE='' MEASURED_HANDOFF_AFTER=''
 measure() { # measure CMD... : run CMD; sets MEASURED_CPU (s) and MEASURED_RSS (MiB) of the
   # brokers, and MEASURED_HANDOFF_BEFORE/_AFTER, the machine's vCPU handoff around the run
-  local before after rc=0 rss_file=$RUNS/.rss peak now synced=$SECONDS perf_pid=
+  local before after rc=0 rss_file=$RUNS/.rss peak now synced perf_pid=
   # No run starts while a deleted topic's files are being removed (gigabytes of extents freed
   # and, on a filesystem mounted with discard, trimmed: I/O and CPU that would land in
   # whichever system's run it overlapped) ...
   wait_for_deletions
   # ... or with another's dirty pages: the second writer of a pair would be throttled by the
   # first's gigabytes (broker CPU 1.5-2.1 s instead of 0.6-1.0 for the same 2 GB).
+  synced=$SECONDS
   sync
   ((SECONDS - synced < 2)) || log "  sync took $((SECONDS - synced)) s"
   MEASURED_HANDOFF_BEFORE=$(wait_near_vcpus)
