@@ -425,7 +425,10 @@ fn warm_up(
     let mut seen = std::collections::BTreeSet::new();
     while seen.len() < partitions {
         if Instant::now() > deadline {
-            bail!("the warm-up records of {} of {partitions} partitions did not arrive within {WARM_UP_TIMEOUT:?}", partitions - seen.len());
+            bail!(
+                "the warm-up records of {} of {partitions} partitions did not arrive within {WARM_UP_TIMEOUT:?}",
+                partitions - seen.len()
+            );
         }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
