@@ -50,9 +50,8 @@ impl Log {
         if self.recovery_point >= active_base {
             return Ok(None);
         }
-        let from = self.segments.range(..=self.recovery_point).next_back().map_or(i64::MIN, |(base, _)| *base);
         let mut files = Vec::new();
-        for (_, segment) in self.segments.range(from..active_base) {
+        for (_, segment) in self.segments.range(self.first_unflushed_base()..active_base) {
             files.extend(segment.sync_handles()?);
         }
         Ok(Some(RolledSegments { files, through: active_base, truncations: self.truncations }))

@@ -322,8 +322,7 @@ impl Log {
     /// fsync everything, advance the recovery point to the log end offset, write the
     /// checkpoint: the active segment and any closed one not yet flushed after its roll.
     pub fn flush(&mut self) -> Result<(), LogError> {
-        let from = self.segments.range(..=self.recovery_point).next_back().map_or(i64::MIN, |(base, _)| *base);
-        for segment in self.segments.range(from..).map(|(_, s)| s) {
+        for segment in self.segments.range(self.first_unflushed_base()..).map(|(_, s)| s) {
             segment.flush()?;
         }
         self.recovery_point = self.log_end_offset;
@@ -358,6 +357,12 @@ impl Log {
         self.segments.insert(base_offset, segment);
         tracing::debug!(dir = %self.dir.display(), base_offset, reason, "rolled a new segment");
         Ok(())
+    }
+
+    /// Base of the segment holding the recovery point: from it on, segments may hold bytes
+    /// not yet fsynced.
+    fn first_unflushed_base(&self) -> i64 {
+        self.segments.range(..=self.recovery_point).next_back().map_or(i64::MIN, |(base, _)| *base)
     }
 
     fn unflushed_messages(&self) -> i64 {
