@@ -16,7 +16,7 @@
 # this VM's two vCPUs hand data to each other changes by 4x for seconds to minutes at a time,
 # and a run of either system is up to 2x slower in the slow state (docs/benchmarks.md, "Two
 # vCPUs, near or far"). `strom-load cpu-handoff` measures that state before and after every
-# client run (results.tsv: handoff_ns_before, handoff_ns_after); a pair whose probes disagree
+# client run (results.tsv: handoff_ns_before, handoff_ns_after); a pair with a far probe
 # runs again (PAIR_ATTEMPTS, 3 in all; with ROW_ORDER=each a "pair" is one system's run, its
 # probe before against its probe after; the runs left out go to results-split-pairs.tsv; a
 # produce runs again into a new topic, the earlier one deleted first); HANDOFF_WAIT=S
@@ -142,9 +142,12 @@ FAR_NS=${FAR_NS:-200} HANDOFF_WAIT=${HANDOFF_WAIT:-0}
 # run a minute later, of either system; every run now waits until no deleted files are left
 # (wait_for_deletions), and this makes Kafka's wait 1 s instead of 60.
 KAFKA_DELETE_DELAY_MS=${KAFKA_DELETE_DELAY_MS:-1000}
-# A row's produce (and its consume) runs on each system back to back; when the probes around
-# the runs of such a pair disagree (some near, some far), the pair runs again, PAIR_ATTEMPTS
-# times in all, so that both systems' figures of a pair come from the same machine state.
+# A row's produce (and its consume) runs on each system back to back; when a probe around the
+# runs of such a pair is far, the pair runs again, PAIR_ATTEMPTS times in all, so that the
+# figures kept come from the near state wherever the machine gives it within the attempts (the
+# last attempt is kept whatever its probes; the summary counts the runs begun or ended far).
+# Before 2026-12-05 a pair ran again only when its probes disagreed, which kept runs that were
+# far from start to end and spread them unevenly over rows and systems.
 PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
 # ROW_ORDER=each (the default): a row's produce, consume and topic deletion run on one system,
 # then on the other. A produce run writing right after another's (ROW_ORDER=pairs: both
@@ -609,10 +612,10 @@ record() { # record TOPOLOGY SYSTEM SIZE ACKS PARTITIONS CLIENT OP EXPECTED "PAR
   log "  $7 $6: ${parsed[2]} records/s, ${parsed[3]} MB/s, broker CPU ${MEASURED_CPU} s, peak RSS ${MEASURED_RSS} MiB, vCPU handoff ${MEASURED_HANDOFF_BEFORE}/${MEASURED_HANDOFF_AFTER} ns$([[ $status == ok ]] || echo " [$status]")"
 }
 
-same_state() { # same_state FILE : every probe in FILE's TSV lines is near, or every one is far
+all_near() { # all_near FILE : every probe in FILE's TSV lines is near (below FAR_NS)
   awk -F'\t' -v far="$FAR_NS" '
-    { for (i = 18; i <= 19; i++) if ($i != "-") { if ($i + 0 < far) near++; else farther++ } }
-    END { exit !(near == 0 || farther == 0) }' "$1"
+    { for (i = 18; i <= 19; i++) if ($i != "-" && $i + 0 >= far) farther++ }
+    END { exit farther > 0 }' "$1"
 }
 
 run_op() { # run_op OP CLIENT NAME TOPIC SIZE ACKS RECORDS : one measured client run; its figures in PARSED
@@ -648,7 +651,7 @@ disk_mb() { # disk_mb RECORDS SIZE RF SYSTEMS : what one produce of RECORDS writ
 }
 
 paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SYSTEM... :
-  # OP on each system back to back; again (PAIR_ATTEMPTS in all) while their probes disagree.
+  # OP on each system back to back; again (PAIR_ATTEMPTS in all) while any of its probes is far.
   # A produce that runs again writes into a new topic (TOPIC-aN), the earlier one deleted, so a
   # run never appends to what another wrote and the disk holds one attempt's records at a time;
   # PAIRED_TOPIC names the topic the consume pair then reads.
@@ -670,12 +673,12 @@ paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SY
       TSV_OUT=$pair record "$topology" "$system" "$size" "$acks" "$parts" "$client" "$op" "$records" "$PARSED"
       RUN_FAILED=
     done
-    if same_state "$pair" || ((attempt == PAIR_ATTEMPTS)); then
+    if all_near "$pair" || ((attempt == PAIR_ATTEMPTS)); then
       cat "$pair" >>"$TSV"
       return
     fi
     cat "$pair" >>"$SPLIT_TSV"
-    log "  the vCPUs changed state within this pair; running it again ($attempt of $PAIR_ATTEMPTS)"
+    log "  the vCPUs were far apart around a run of this pair; running it again ($attempt of $PAIR_ATTEMPTS)"
   done
 }
 
@@ -724,20 +727,29 @@ row() { # row TOPOLOGY SIZE ACKS PARTITIONS CLIENT REP : produce then consume, e
   done
 }
 
-latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP
-  local suffix
+latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP : again (PAIR_ATTEMPTS) while a probe is far
+  local suffix attempt topic name pair=$DIR/.pair
   wanted "$1:latency:$3" || return 0
   suffix=$([[ $4 == 1 ]] || echo "-r$4")
-  local topic="bench-latency-p$3$suffix" name="$2-$1-latency-p$3$suffix"
-  wait_for_disk $((LATENCY_RATE * LATENCY_SECS * 1100 * $1 / 1048576))
-  create_topic "$topic" "$3" "$1"
-  wait_topic_ready "$topic" "$3"
-  log "$2, $1 node(s): e2e latency, $LATENCY_RATE x 1 KiB records/s for $LATENCY_SECS s, acks=all, $3 partition(s)"
-  RUN_FAILED=
-  measure run_latency "$name" "$topic" || RUN_FAILED=1
-  record "$1" "$2" 1024 all "$3" strom-load latency $((LATENCY_RATE * LATENCY_SECS)) "$(parse_load "$RUNS/$name.out")"
-  RUN_FAILED=
-  delete_topic "$topic"
+  for attempt in $(seq "$PAIR_ATTEMPTS"); do
+    topic="bench-latency-p$3$suffix-a$attempt" name="$2-$1-latency-p$3$suffix-a$attempt"
+    wait_for_disk $((LATENCY_RATE * LATENCY_SECS * 1100 * $1 / 1048576))
+    create_topic "$topic" "$3" "$1"
+    wait_topic_ready "$topic" "$3"
+    log "$2, $1 node(s): e2e latency, $LATENCY_RATE x 1 KiB records/s for $LATENCY_SECS s, acks=all, $3 partition(s)"
+    RUN_FAILED=
+    : >"$pair"
+    measure run_latency "$name" "$topic" || RUN_FAILED=1
+    TSV_OUT=$pair record "$1" "$2" 1024 all "$3" strom-load latency $((LATENCY_RATE * LATENCY_SECS)) "$(parse_load "$RUNS/$name.out")"
+    RUN_FAILED=
+    delete_topic "$topic"
+    if all_near "$pair" || ((attempt == PAIR_ATTEMPTS)); then
+      cat "$pair" >>"$TSV"
+      return
+    fi
+    cat "$pair" >>"$SPLIT_TSV"
+    log "  the vCPUs were far apart around this run; running it again ($attempt of $PAIR_ATTEMPTS)"
+  done
 }
 
 # Both systems of a topology stay up; use_system points BOOTSTRAP and BROKER_PIDS at one.
@@ -944,11 +956,11 @@ if probed:
         split = []
     if sys.argv[5] == "each":
         out.append("Each row's produce, consume and topic deletion run on one system, then on the other; "
-                   f"{len(split)} runs whose probes disagreed (the state changed within the run) were "
+                   f"{len(split)} runs begun or ended with the vCPUs far apart were "
                    f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
     else:
         out.append(f"Each row's produce runs, and then its consume runs, go on the two systems back to back; "
-                   f"{len(split)} runs of pairs whose probes disagreed (the state changed within the pair) were "
+                   f"{len(split)} runs of pairs with a probe far were "
                    f"run again, up to {sys.argv[4]} times in all, and are left out (results-split-pairs.tsv).")
     out.append("")
 if mismatched:
