@@ -576,7 +576,8 @@ run_load_produce() { # run_load_produce NAME TOPIC SIZE ACKS RECORDS
 }
 run_load_consume() { # run_load_consume NAME TOPIC RECORDS
   # shellcheck disable=SC2086 # CONSUME_OPTS is a list of flags
-  run_child "$LOAD" consume --bootstrap "$BOOTSTRAP" --topic "$2" --records "$3" $CONSUME_OPTS >"$RUNS/$1.out" 2>"$RUNS/$1.err"
+  run_child "$LOAD" consume --bootstrap "$BOOTSTRAP" --topic "$2" --records "$3" --timeline "$RUNS/$1.timeline.tsv" \
+    $CONSUME_OPTS >"$RUNS/$1.out" 2>"$RUNS/$1.err"
 }
 run_latency() { # run_latency NAME TOPIC
   run_child "$LOAD" e2e-latency --bootstrap "$BOOTSTRAP" --topic "$2" --record-size 1024 --acks all \

@@ -152,6 +152,11 @@ struct ConsumeArgs {
     /// Give up after this many seconds without a new record.
     #[arg(long, default_value_t = 30)]
     idle_timeout_secs: u64,
+    /// Also write when the records arrived to this file: one tab-separated line per 10 ms
+    /// since the assignment and partition that got records in it (ms, partition, records), to
+    /// see where a run's time went (connecting, the first fetch, a partition that came late).
+    #[arg(long)]
+    timeline: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -466,13 +471,19 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
     // takes messages many per call and reads the clock only while none arrive.
     let mut reader = BatchReader::new(&consumer, CONSUME_BATCH).context("batch reader")?;
     let mut idle_since: Option<Instant> = None;
+    let mut arrivals: std::collections::BTreeMap<(u128, i32), u64> = std::collections::BTreeMap::new();
     while records < args.records {
         let before = records;
+        // One clock read per batch call, not per record.
+        let window = if args.timeline.is_some() { started.elapsed().as_millis() / 10 * 10 } else { 0 };
         // No more than still needed: librdkafka waits for a full batch (or the timeout).
         reader.read(args.records - records, Duration::from_millis(100), |delivered| match delivered {
-            Delivered::Record { key, value, .. } => {
+            Delivered::Record { partition, key, value, .. } => {
                 records += 1;
                 bytes += (value.map_or(0, <[u8]>::len) + key.map_or(0, <[u8]>::len)) as u64;
+                if args.timeline.is_some() {
+                    *arrivals.entry((window, partition)).or_default() += 1;
+                }
             }
             Delivered::Error(code) => {
                 errors += 1;
@@ -491,11 +502,19 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
             break;
         }
     }
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.timeline {
+        let mut out = String::from("ms\tpartition\trecords\n");
+        for ((ms, partition), n) in &arrivals {
+            out.push_str(&format!("{ms}\t{partition}\t{n}\n"));
+        }
+        std::fs::write(path, out).with_context(|| format!("write {}", path.display()))?;
+    }
     Ok(Report {
         mode: "consume",
         records,
         bytes,
-        secs: started.elapsed().as_secs_f64(),
+        secs,
         latencies_us: Vec::new(),
         errors: if records < args.records { errors.max(1) } else { 0 },
     })
