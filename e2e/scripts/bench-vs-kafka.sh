@@ -619,6 +619,17 @@ all_near() { # all_near FILE : every probe in FILE's TSV lines is near (below FA
     END { exit farther > 0 }' "$1"
 }
 
+kept() { # kept FILE ATTEMPT WHAT : FILE's runs go to the results (status 0) if all near or
+  # the last attempt, else to the split file (status 1: run WHAT again)
+  if all_near "$1" || (($2 == PAIR_ATTEMPTS)); then
+    cat "$1" >>"$TSV"
+    return 0
+  fi
+  cat "$1" >>"$SPLIT_TSV"
+  log "  the vCPUs were far apart around $3; running it again ($2 of $PAIR_ATTEMPTS)"
+  return 1
+}
+
 run_op() { # run_op OP CLIENT NAME TOPIC SIZE ACKS RECORDS : one measured client run; its figures in PARSED
   local op=$1 client=$2 name=$3 topic=$4 size=$5 acks=$6 records=$7
   RUN_FAILED=
@@ -674,12 +685,7 @@ paired() { # paired OP TOPOLOGY SIZE ACKS PARTITIONS CLIENT RECORDS TOPIC REP SY
       TSV_OUT=$pair record "$topology" "$system" "$size" "$acks" "$parts" "$client" "$op" "$records" "$PARSED"
       RUN_FAILED=
     done
-    if all_near "$pair" || ((attempt == PAIR_ATTEMPTS)); then
-      cat "$pair" >>"$TSV"
-      return
-    fi
-    cat "$pair" >>"$SPLIT_TSV"
-    log "  the vCPUs were far apart around a run of this pair; running it again ($attempt of $PAIR_ATTEMPTS)"
+    kept "$pair" "$attempt" "a run of this pair" && return
   done
 }
 
@@ -744,12 +750,7 @@ latency_row() { # latency_row TOPOLOGY SYSTEM PARTITIONS REP : again (PAIR_ATTEM
     TSV_OUT=$pair record "$1" "$2" 1024 all "$3" strom-load latency $((LATENCY_RATE * LATENCY_SECS)) "$(parse_load "$RUNS/$name.out")"
     RUN_FAILED=
     delete_topic "$topic"
-    if all_near "$pair" || ((attempt == PAIR_ATTEMPTS)); then
-      cat "$pair" >>"$TSV"
-      return
-    fi
-    cat "$pair" >>"$SPLIT_TSV"
-    log "  the vCPUs were far apart around this run; running it again ($attempt of $PAIR_ATTEMPTS)"
+    kept "$pair" "$attempt" "this run" && return
   done
 }
 
