@@ -520,31 +520,43 @@ fn consume(args: &ConsumeArgs) -> Result<Report> {
     })
 }
 
-/// The `--timeline` file: per 100 ms of send time, "ms records p50 p99 max" (latencies in ms).
-fn timeline(sent_us: &[u64], latencies_us: &[u64]) -> String {
+/// The `--timeline` file: per 100 ms of send time, "ms records p50 p99 max ack_p99 ack_max"
+/// (latencies in ms; `ack_*` from the send to the producer's delivery report, the part of the
+/// end-to-end latency the produce path takes, so a tail can be told apart as produce or fetch).
+fn timeline(sent_us: &[u64], latencies_us: &[u64], acks: &[(u64, u64)]) -> String {
     const WINDOW_US: u64 = 100_000;
     let first = sent_us.iter().copied().min().unwrap_or(0);
-    let mut windows: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+    let window_of = |sent: u64| sent.saturating_sub(first) / WINDOW_US;
+    let mut windows: std::collections::BTreeMap<u64, (Vec<u64>, Vec<u64>)> = std::collections::BTreeMap::new();
     for (sent, latency) in sent_us.iter().zip(latencies_us) {
-        windows.entry((sent - first) / WINDOW_US).or_default().push(*latency);
+        windows.entry(window_of(*sent)).or_default().0.push(*latency);
     }
-    let mut out = String::from("ms\trecords\tp50_ms\tp99_ms\tmax_ms\n");
-    for (window, mut latencies) in windows {
+    for (sent, ack) in acks {
+        windows.entry(window_of(*sent)).or_default().1.push(*ack);
+    }
+    let at = |sorted: &[u64], q: f64| -> String {
+        if sorted.is_empty() {
+            return "-".to_string();
+        }
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+        #[allow(clippy::cast_precision_loss)]
+        let ms = sorted[i] as f64 / 1000.0;
+        format!("{ms:.2}")
+    };
+    let mut out = String::from("ms\trecords\tp50_ms\tp99_ms\tmax_ms\tack_p99_ms\tack_max_ms\n");
+    for (window, (mut latencies, mut acks)) in windows {
         latencies.sort_unstable();
-        let at = |q: f64| {
-            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let i = ((latencies.len() - 1) as f64 * q).round() as usize;
-            #[allow(clippy::cast_precision_loss)]
-            let ms = latencies[i] as f64 / 1000.0;
-            ms
-        };
+        acks.sort_unstable();
         out.push_str(&format!(
-            "{}\t{}\t{:.2}\t{:.2}\t{:.2}\n",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             window * WINDOW_US / 1000,
             latencies.len(),
-            at(0.5),
-            at(0.99),
-            at(1.0)
+            at(&latencies, 0.5),
+            at(&latencies, 0.99),
+            at(&latencies, 1.0),
+            at(&acks, 0.99),
+            at(&acks, 1.0)
         ));
     }
     out
@@ -612,6 +624,8 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     let source = value_source(size);
     let started = Instant::now();
     let mut value = vec![0u8; size];
+    // When each record was handed to the producer (for the timeline's delivery latencies).
+    let mut handed_at = Vec::with_capacity(if keep_sent { total } else { 0 });
     for i in 0..total {
         // Record i is due at i / rate seconds after the start.
         #[allow(clippy::cast_precision_loss)]
@@ -624,6 +638,9 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
         value.copy_from_slice(&source[start..start + size]);
         let sent = u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX);
         value[..8].copy_from_slice(&sent.to_be_bytes());
+        if keep_sent {
+            handed_at.push((sent, Instant::now()));
+        }
         let record: BaseRecord<'_, (), [u8], usize> =
             BaseRecord::with_opaque_to(&args.target.topic, i).payload(value.as_slice());
         clients::send_blocking(&producer, record).context("enqueue")?;
@@ -633,7 +650,20 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     let failed = producer.context().log.failed_count();
     let (latencies_us, sent_us, bytes) = reader.join().map_err(|_| anyhow::anyhow!("consumer thread panicked"))?;
     if let Some(path) = &args.timeline {
-        std::fs::write(path, timeline(&sent_us, &latencies_us)).with_context(|| format!("write {}", path.display()))?;
+        let acks: Vec<(u64, u64)> = producer
+            .context()
+            .log
+            .snapshot()
+            .acked
+            .iter()
+            .filter_map(|d| {
+                let (sent, handed) = handed_at.get(d.id)?;
+                let ack = u64::try_from(d.at.saturating_duration_since(*handed).as_micros()).unwrap_or(u64::MAX);
+                Some((*sent, ack))
+            })
+            .collect();
+        std::fs::write(path, timeline(&sent_us, &latencies_us, &acks))
+            .with_context(|| format!("write {}", path.display()))?;
     }
     let records = latencies_us.len();
     if records < total {
