@@ -159,6 +159,20 @@ PAIR_ATTEMPTS=${PAIR_ATTEMPTS:-3}
 ROW_ORDER=${ROW_ORDER:-each}
 case "$ROW_ORDER" in each | pairs) ;; *) echo "ROW_ORDER is each or pairs" >&2; exit 2 ;; esac
 ROWS=${ROWS:-} PROFILE=${PROFILE:-0} PERF_RECORD_OPTS=${PERF_RECORD_OPTS:-}
+# This VM's kernel reports free memory to the hypervisor (virtio-balloon free page reporting,
+# every 2 s, in 128 KiB blocks), which then takes it back; the next first touch of such a page,
+# by any process or the page cache, costs a fault on the host. Writing 1.5 GB into the page
+# cache ran at 452 MB/s on reported memory and 6.4 GB/s on memory touched a moment before, and
+# the reporting passes stalled 3-node latency runs of both systems for 100-600 ms every 2 s
+# ("Free page reporting" in docs/benchmarks.md). PAGE_REPORTING=pause (the default, where the
+# knob exists and is writable) stops the reporting for the script's run and touches the free
+# memory once, so that both systems run on memory the host backs; the knob is restored on exit
+# (not after a SIGKILL: then `echo 5 > $REPORTING_KNOB` by hand). PAGE_REPORTING=keep leaves
+# the machine as it is.
+PAGE_REPORTING=${PAGE_REPORTING:-pause}
+case "$PAGE_REPORTING" in pause | keep) ;; *) echo "PAGE_REPORTING is pause or keep" >&2; exit 2 ;; esac
+REPORTING_KNOB=/sys/module/page_reporting/parameters/page_reporting_order
+REPORTING_SAVED='' REPORTING_STATE="not paused (PAGE_REPORTING=$PAGE_REPORTING)"
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -213,11 +227,43 @@ cleanup() {
   trap - EXIT INT TERM
   if [[ -n "$SAMPLER_PID" ]]; then kill "$SAMPLER_PID" 2>/dev/null || true; fi
   if [[ ${#GROUPS_STARTED[@]} -gt 0 ]]; then stop_groups "${GROUPS_STARTED[@]}"; fi
+  if [[ -n "$REPORTING_SAVED" ]]; then
+    echo "$REPORTING_SAVED" >"$REPORTING_KNOB" && log "free page reporting restored (page_reporting_order=$REPORTING_SAVED)"
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+touch_free_memory() { # touches all free memory but 1 GiB once; echoes how much and how fast
+  python3 - <<'EOF'
+import mmap, time
+free = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemFree:")) * 1024
+size = max(free - (1 << 30), 0) & ~4095
+started = time.monotonic()
+if size:
+    m = mmap.mmap(-1, size)
+    for i in range(0, size, 4096):
+        m[i] = 1
+    m.close()
+secs = time.monotonic() - started
+print(f"{size / 2**30:.1f} GiB of free memory touched once at {size / 2**20 / max(secs, 1e-9):.0f} MiB/s")
+EOF
+}
+
+pause_page_reporting() { # PAGE_REPORTING=pause: stop free page reporting, touch the free memory once
+  [[ $PAGE_REPORTING == pause ]] || return 0
+  if [[ ! -w $REPORTING_KNOB ]]; then
+    REPORTING_STATE="not paused ($REPORTING_KNOB not writable or missing)"
+    return 0
+  fi
+  REPORTING_SAVED=$(cat "$REPORTING_KNOB")
+  # Orders above the buddy allocator's largest (10) match no free block: nothing is reported.
+  echo 11 >"$REPORTING_KNOB"
+  REPORTING_STATE="paused (page_reporting_order $REPORTING_SAVED -> 11), $(touch_free_memory)"
+  log "free page reporting $REPORTING_STATE"
+}
 
 free_ports() { # free_ports N : N distinct free loopback ports, space-separated
   python3 -c '
@@ -991,6 +1037,7 @@ machine_md() {
 - Records per produce run: $RECORDS_100 × 100 B, $RECORDS_1024 × 1 KiB; latency: $LATENCY_RATE records/s for $LATENCY_SECS s;
   each throughput figure is the median of $REPEAT run(s) of its row (by MB/s; CPU and RSS over all runs),
   each latency row the run with the median p99 of $REPEAT (of an even number, the worse middle one).
+- Free page reporting to the hypervisor: $REPORTING_STATE.
 - The vCPU probe (\`strom-load cpu-handoff\`) before and after every client run; far means over $FAR_NS ns;
   $( ((HANDOFF_WAIT > 0)) && echo "every run waited up to $HANDOFF_WAIT s for the vCPUs to be near" || echo "runs did not wait for the vCPUs to be near (HANDOFF_WAIT=0)").
 - Client settings are each client's defaults: Java producer linger.ms=5, batch.size=16384 (idempotent with
@@ -1065,6 +1112,7 @@ else
 fi
 echo "$TSV_HEADER" >"$SPLIT_TSV"
 
+pause_page_reporting
 STARTED=$SECONDS
 for topology in "${TOPOLOGIES[@]}"; do
   bench_topology "$topology"
