@@ -75,6 +75,9 @@
 # Strom symbols; Kafka's JIT-compiled Java shows as unknown; PERF_RECORD_OPTS adds options,
 # e.g. "--call-graph dwarf,16384" for call stacks) and `perf stat` of the client
 # (RUNS/NAME.client-stat: task-clock, context switches).
+#
+# PAGE_REPORTING=pause (default) stops the VM's free page reporting to the hypervisor for the
+# run and touches the free memory once (restored on exit); keep leaves it on (see below).
 set -euo pipefail
 
 # Runs per row; the report shows the median (by MB/s; latency rows by p99).

@@ -172,8 +172,9 @@ struct LatencyArgs {
     #[arg(long, default_value_t = 30)]
     duration_secs: u64,
     /// Also write the latency over time to this file: one tab-separated line per 100 ms of
-    /// send time (ms since the first send, records, p50, p99 and max latency in ms), to see
-    /// when a tail happened and line it up with the brokers' logs.
+    /// send time (ms since the first send, records, p50, p99 and max latency in ms, then the
+    /// p99 and max from send to delivery report), to see when a tail happened, whether on the
+    /// produce path, and line it up with the brokers' logs.
     #[arg(long)]
     timeline: Option<std::path::PathBuf>,
     /// Start the clock at once instead of after one record per partition has gone through
@@ -624,8 +625,8 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
     let source = value_source(size);
     let started = Instant::now();
     let mut value = vec![0u8; size];
-    // When each record was handed to the producer (for the timeline's delivery latencies).
-    let mut handed_at = Vec::with_capacity(if keep_sent { total } else { 0 });
+    // Each record's send time (µs since `origin`), by id, for the timeline's delivery latencies.
+    let mut sent_by_id = Vec::with_capacity(if keep_sent { total } else { 0 });
     for i in 0..total {
         // Record i is due at i / rate seconds after the start.
         #[allow(clippy::cast_precision_loss)]
@@ -639,7 +640,7 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
         let sent = u64::try_from(origin.elapsed().as_micros()).unwrap_or(u64::MAX);
         value[..8].copy_from_slice(&sent.to_be_bytes());
         if keep_sent {
-            handed_at.push((sent, Instant::now()));
+            sent_by_id.push(sent);
         }
         let record: BaseRecord<'_, (), [u8], usize> =
             BaseRecord::with_opaque_to(&args.target.topic, i).payload(value.as_slice());
@@ -657,9 +658,9 @@ fn e2e_latency(args: &LatencyArgs) -> Result<Report> {
             .acked
             .iter()
             .filter_map(|d| {
-                let (sent, handed) = handed_at.get(d.id)?;
-                let ack = u64::try_from(d.at.saturating_duration_since(*handed).as_micros()).unwrap_or(u64::MAX);
-                Some((*sent, ack))
+                let sent = *sent_by_id.get(d.id)?;
+                let acked = u64::try_from(d.at.saturating_duration_since(origin).as_micros()).unwrap_or(u64::MAX);
+                Some((sent, acked.saturating_sub(sent)))
             })
             .collect();
         std::fs::write(path, timeline(&sent_us, &latencies_us, &acks))
