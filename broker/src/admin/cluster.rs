@@ -308,7 +308,13 @@ pub async fn plan_rebalance(
 }
 
 pub async fn execute_rebalance(node: &Node, r: &RebalanceRequest) -> Result<RebalancePlan, Status> {
-    let (plan, targets) = plan_rebalance(node, r).await?;
+    let (mut plan, mut targets) = plan_rebalance(node, r).await?;
+    if let Ok(max) = usize::try_from(r.max_moves) {
+        if max > 0 && targets.len() > max {
+            targets.truncate(max);
+            plan.moves.truncate(max);
+        }
+    }
     let throttle = (r.throttle_bytes_per_sec > 0).then_some(r.throttle_bytes_per_sec);
     if throttle != node.catalog.image().replication_throttle {
         node.metadata

@@ -140,7 +140,7 @@ fn request(scope: &RebalanceScope, throttle: u64) -> RebalanceRequest {
     } else {
         (RebalanceMode::Full, vec![])
     };
-    RebalanceRequest { mode: mode.into(), brokers, throttle_bytes_per_sec: throttle }
+    RebalanceRequest { mode: mode.into(), brokers, throttle_bytes_per_sec: throttle, max_moves: 0 }
 }
 
 fn plan_text(plan: &RebalancePlan) -> String {

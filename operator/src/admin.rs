@@ -1,0 +1,170 @@
+//! The operator's only way into a cluster: the admin gRPC API (`strom.admin.v1`) every broker
+//! serves on its internal port, through the `strom-proto` client. Nothing here knows the
+//! broker's internals. A call goes to the first broker that answers (any broker serves reads
+//! and forwards writes to the active controller).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use strom_proto::admin::admin_client::AdminClient;
+use strom_proto::admin::{
+    CancelRebalanceRequest, DescribeClusterRequest, ListTopicsRequest, RebalanceMode as ProtoMode, RebalanceRequest,
+    RemoveBrokerRequest,
+};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::cluster::observed::{BrokerInfo, BrokerView, Planned};
+use crate::cluster::plan::RebalanceMode;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Describe and plan calls fan out to every broker (sizes), 5 s per silent one.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An admin call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("no broker answered at {addresses:?}")]
+    Unreachable {
+        addresses: Vec<String>,
+        #[source]
+        last: Option<tonic::transport::Error>,
+    },
+    #[error("admin call {call} to {address} failed")]
+    Call {
+        call: &'static str,
+        address: String,
+        #[source]
+        status: tonic::Status,
+    },
+}
+
+impl AdminError {
+    /// The brokers refused the request (as opposed to not answering).
+    pub fn refusal(&self) -> Option<&tonic::Status> {
+        match self {
+            AdminError::Call { status, .. }
+                if matches!(
+                    status.code(),
+                    tonic::Code::FailedPrecondition | tonic::Code::InvalidArgument | tonic::Code::NotFound
+                ) =>
+            {
+                Some(status)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A connection to one broker of a cluster.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    address: String,
+    client: AdminClient<Channel>,
+}
+
+impl Admin {
+    /// Connects to the first of `addresses` (host:port of brokers' internal ports) that answers.
+    pub async fn connect(addresses: &[String]) -> Result<Admin, AdminError> {
+        let mut last = None;
+        for address in addresses {
+            let Ok(endpoint) = Endpoint::from_shared(format!("http://{address}")) else { continue };
+            let endpoint = endpoint.connect_timeout(CONNECT_TIMEOUT).timeout(REQUEST_TIMEOUT);
+            match endpoint.connect().await {
+                Ok(channel) => {
+                    let client = AdminClient::new(channel).max_decoding_message_size(64 << 20);
+                    return Ok(Admin { address: address.clone(), client });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(AdminError::Unreachable { addresses: addresses.to_vec(), last })
+    }
+
+    fn failed(&self, call: &'static str) -> impl FnOnce(tonic::Status) -> AdminError + '_ {
+        move |status| AdminError::Call { call, address: self.address.clone(), status }
+    }
+
+    /// The cluster as the brokers see it.
+    pub async fn describe(&self) -> Result<BrokerView, AdminError> {
+        let mut client = self.client.clone();
+        let d = client
+            .describe_cluster(DescribeClusterRequest {})
+            .await
+            .map_err(self.failed("DescribeCluster"))?
+            .into_inner();
+        let topics = client
+            .list_topics(ListTopicsRequest { include_internal: true })
+            .await
+            .map_err(self.failed("ListTopics"))?
+            .into_inner()
+            .topics;
+        let brokers: BTreeMap<i32, BrokerInfo> = d
+            .brokers
+            .iter()
+            .map(|b| (b.id, BrokerInfo { live: b.live, voter: b.voter, replicas: b.replicas, leaders: b.leaders }))
+            .collect();
+        Ok(BrokerView {
+            controller: (d.controller_id >= 0).then_some(d.controller_id),
+            brokers,
+            partitions: d.partitions,
+            under_replicated: d.under_replicated_partitions,
+            offline: d.offline_partitions,
+            reassigning: d.reassigning_partitions,
+            max_replication_factor: topics.iter().map(|t| t.replication_factor).max().unwrap_or(0),
+        })
+    }
+
+    fn request(mode: RebalanceMode, brokers: &[i32], throttle: u64, max_moves: i32) -> RebalanceRequest {
+        let mode = match mode {
+            RebalanceMode::AddBrokers => ProtoMode::AddBrokers,
+            RebalanceMode::DrainBrokers => ProtoMode::DrainBrokers,
+        };
+        RebalanceRequest {
+            mode: mode.into(),
+            brokers: brokers.to_vec(),
+            throttle_bytes_per_sec: throttle,
+            max_moves: max_moves.max(0),
+        }
+    }
+
+    /// A dry run: how many partitions the balancer would move, or why it cannot.
+    pub async fn plan(&self, mode: RebalanceMode, brokers: &[i32]) -> Result<Planned, AdminError> {
+        let mut client = self.client.clone();
+        match client.plan_rebalance(Self::request(mode, brokers, 0, 0)).await {
+            Ok(plan) => Ok(Planned::Moves(i32::try_from(plan.into_inner().moves.len()).unwrap_or(i32::MAX))),
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                Ok(Planned::Impossible(status.message().to_string()))
+            }
+            Err(status) => Err(self.failed("PlanRebalance")(status)),
+        }
+    }
+
+    /// Starts moves; the number started.
+    pub async fn rebalance(
+        &self,
+        mode: RebalanceMode,
+        brokers: &[i32],
+        throttle: u64,
+        max_moves: i32,
+    ) -> Result<usize, AdminError> {
+        let mut client = self.client.clone();
+        let plan = client
+            .execute_rebalance(Self::request(mode, brokers, throttle, max_moves))
+            .await
+            .map_err(self.failed("ExecuteRebalance"))?;
+        Ok(plan.into_inner().moves.len())
+    }
+
+    pub async fn cancel_rebalance(&self) -> Result<(), AdminError> {
+        let mut client = self.client.clone();
+        client.cancel_rebalance(CancelRebalanceRequest {}).await.map_err(self.failed("CancelRebalance"))?;
+        Ok(())
+    }
+
+    /// Removes a drained, stopped broker from the cluster's metadata.
+    pub async fn remove_broker(&self, id: i32) -> Result<(), AdminError> {
+        let mut client = self.client.clone();
+        client.remove_broker(RemoveBrokerRequest { broker_id: id }).await.map_err(self.failed("RemoveBroker"))?;
+        Ok(())
+    }
+}
