@@ -7,6 +7,10 @@
 //! a keeper thread that lives as long as the test process and are spawned with
 //! `PR_SET_PDEATHSIG`, so they die with the test process however it ends (a failed test, a
 //! panic, SIGKILL).
+//!
+//! A program that runs a control plane for people to use (`strom-sandbox`) starts one in a
+//! directory of its choice ([`ControlPlane::start_in`]) and stops it in order before it exits
+//! ([`ControlPlane::stop`], also on drop); its components die with the process too.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,8 @@ use crate::process::{run_to_end, run_with_stdin, Finished};
 const BUILD_DEADLINE: Duration = Duration::from_secs(60 * 60);
 /// From spawn to a healthy etcd, a ready apiserver, and a controller manager at work.
 const START_DEADLINE: Duration = Duration::from_secs(120);
+/// From SIGTERM to a component's exit before it gets SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 /// One kubectl call.
 pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
 /// The Service CIDR the apiserver hands ClusterIPs from.
@@ -75,9 +81,38 @@ impl ControlPlane {
     pub fn shared() -> Result<&'static ControlPlane> {
         static SHARED: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
         SHARED
-            .get_or_init(|| start_on_keeper_thread().map_err(|e| format!("{e:#}")))
+            .get_or_init(|| start_on_keeper_thread(test_process_dir()).map_err(|e| format!("{e:#}")))
             .as_ref()
             .map_err(|e| anyhow!("starting the Kubernetes control plane: {e}"))
+    }
+
+    /// A control plane of the caller's own, with its files in `dir` (created if missing). The
+    /// state of an earlier control plane there (etcd's data, the certificates) is removed
+    /// first, so it starts as an empty cluster; other files in `dir` are left alone. Its
+    /// components die with this process, as the shared one's do, and are stopped in order by
+    /// [`ControlPlane::stop`] or on drop.
+    pub fn start_in(dir: &Path) -> Result<ControlPlane> {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        for state in STATE_DIRS {
+            let path = dir.join(state);
+            match fs::remove_dir_all(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("remove the earlier control plane's {}", path.display()));
+                }
+                _ => {}
+            }
+        }
+        start_on_keeper_thread(dir.to_path_buf())
+    }
+
+    /// Stops the components, the last started first (kube-controller-manager, kube-apiserver,
+    /// etcd): SIGTERM, then SIGKILL after 10 s. A second call does nothing. Whatever
+    /// runs pods against the control plane (a pod runner) should be stopped before it.
+    pub fn stop(&self) {
+        let mut processes = self.processes.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(mut component) = processes.pop() {
+            component.stop();
+        }
     }
 
     /// The admin kubeconfig (client certificate in `system:masters`).
@@ -133,18 +168,27 @@ impl ControlPlane {
     /// it with kubectl, which a failing test shows.
     pub fn namespace(&self, prefix: &str) -> Result<String> {
         let name = format!("{prefix}-{}", unique());
-        self.kubectl_ok(&["create", "namespace", &name])?;
         println!(
             "control plane: namespace {name}; look with `kubectl --kubeconfig {} -n {name} get all,pvc,events`; logs in {}",
             self.kubeconfig.display(),
             self.dir.display()
         );
+        self.ensure_namespace(&name)?;
+        Ok(name)
+    }
+
+    /// Namespace `name`, created unless it exists, once the controller manager has given it
+    /// its `default` ServiceAccount (so pods can be created in it).
+    pub fn ensure_namespace(&self, name: &str) -> Result<()> {
+        let run = self.kubectl(&["create", "namespace", name])?;
+        if run.code != 0 && !run.stderr.contains("AlreadyExists") {
+            bail!("kubectl create namespace {name} exited {}: {}{}", run.code, run.stdout, run.stderr);
+        }
         wait_until(START_DEADLINE, || {
-            let run = self.kubectl(&["-n", &name, "get", "serviceaccount", "default", "-o", "name"])?;
+            let run = self.kubectl(&["-n", name, "get", "serviceaccount", "default", "-o", "name"])?;
             anyhow::ensure!(run.code == 0, "no default ServiceAccount in {name} yet: {}", run.stderr.trim());
             Ok(())
-        })?;
-        Ok(name)
+        })
     }
 
     /// The tail of a component's log, for failure messages.
@@ -162,14 +206,20 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Starts the control plane on a thread that never returns, so `PR_SET_PDEATHSIG` (which
-/// fires when the spawning *thread* ends) fires only when the test process ends.
-fn start_on_keeper_thread() -> Result<ControlPlane> {
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts the control plane in `dir` on a thread that never returns, so `PR_SET_PDEATHSIG`
+/// (which fires when the spawning *thread* ends) fires only when the process ends.
+fn start_on_keeper_thread(dir: PathBuf) -> Result<ControlPlane> {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::Builder::new()
         .name("k8s-control-plane".into())
         .spawn(move || {
-            let _ = tx.send(start());
+            let _ = tx.send(start(dir));
             loop {
                 thread::park();
             }
@@ -181,6 +231,18 @@ fn start_on_keeper_thread() -> Result<ControlPlane> {
 /// A control plane's files live in `<tmp>/strom-e2e-k8s-<pid of the test process>`, kept
 /// after the process for a look at the logs.
 const DIR_PREFIX: &str = "strom-e2e-k8s-";
+
+/// What a control plane keeps in its directory besides logs and the kubeconfig (which are
+/// rewritten at each start): etcd's data, the PKI, the components' self-made certificates.
+const STATE_DIRS: [&str; 4] = ["etcd", "pki", "apiserver-certs", "controller-manager-certs"];
+
+/// This test process's directory, emptied, after removing those of earlier test processes.
+fn test_process_dir() -> PathBuf {
+    remove_stale_dirs();
+    let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
 
 /// Removes the directories of earlier test processes that are gone.
 fn remove_stale_dirs() {
@@ -194,12 +256,10 @@ fn remove_stale_dirs() {
     }
 }
 
-/// Certificates, etcd, kube-apiserver, kube-controller-manager; each waited for in turn.
-fn start() -> Result<ControlPlane> {
+/// Certificates, etcd, kube-apiserver, kube-controller-manager in `dir`; each waited for in
+/// turn. On a failure the components started so far are stopped (on drop).
+fn start(dir: PathBuf) -> Result<ControlPlane> {
     let bin = binaries()?;
-    remove_stale_dirs();
-    let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let pki = dir.join("pki");
     fs::create_dir_all(&pki)?;
@@ -301,6 +361,9 @@ impl ControlPlane {
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .current_dir(&self.dir);
+        // A process group of its own: a Ctrl-C in the terminal reaches only the program that
+        // started the control plane, which stops what uses the apiserver before the apiserver.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         die_with_parent(&mut cmd);
         let child = cmd.spawn().with_context(|| format!("spawn {}", bin.display()))?;
         self.processes.lock().unwrap_or_else(|e| e.into_inner()).push(Component { name, child });
@@ -330,6 +393,27 @@ impl ControlPlane {
             Some(c) => c.child.try_wait().with_context(|| format!("wait for {name}")),
             None => Ok(None),
         }
+    }
+}
+
+impl Component {
+    /// SIGTERM, then SIGKILL if it has not exited within `STOP_GRACE`; reaped either way.
+    fn stop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return; // exited (and now reaped) already
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
