@@ -18,6 +18,8 @@
 //!   per test process, a namespace per test, kubectl against it; and [`k8s::kubelet::PodRunner`],
 //!   scheduler and kubelet of one fake Node running a namespace's pods as local processes
 //!   (PVs for claims, loopback pod IPs, DNS names in /etc/hosts, probes, status, deletion).
+//!   The `strom-sandbox` binary runs the two in the foreground for trying the operator with
+//!   kubectl (docs/sandbox.md).
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
