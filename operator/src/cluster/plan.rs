@@ -487,3 +487,7 @@ fn broker_statuses(i: &Inputs<'_>) -> Vec<BrokerStatus> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
