@@ -1,7 +1,13 @@
-//! Pod DNS names for the pod runner: `/etc/hosts` lines that make
+//! DNS names for the pod runner: `/etc/hosts` lines that make
 //! `<pod>.<service>.<namespace>.svc.cluster.local` (and its short forms) resolve to the pod's
-//! loopback address, as cluster DNS does in Kubernetes. Every resolver the tests use reads
-//! that file on each lookup (glibc's `getaddrinfo`: the `strom` processes, librdkafka, Java).
+//! loopback address, and `<service>.<namespace>.svc.cluster.local` to one pod the Service
+//! selects, as cluster DNS does in Kubernetes. Every resolver the tests use reads that file on
+//! each lookup (glibc's `getaddrinfo`: the `strom` processes, librdkafka, Java).
+//!
+//! Names are published per [`Owner`] (a pod, a Service), so a pod's own names and the names
+//! of the Services that resolve to it come and go independently; owners pointing at the same
+//! address share one line when the block is written, the pod's names first (the name a
+//! reverse lookup answers).
 //!
 //! Each test process owns one block between marker lines carrying its pid; a change rewrites
 //! only that block (in place: `/etc/hosts` may be a bind mount that cannot be renamed over),
@@ -20,27 +26,51 @@ use anyhow::{Context, Result};
 const BEGIN: &str = "# strom-e2e-k8s begin pid=";
 const END: &str = "# strom-e2e-k8s end pid=";
 
-/// The host names this process has published: address → names.
-static ENTRIES: Mutex<BTreeMap<Ipv4Addr, Vec<String>>> = Mutex::new(BTreeMap::new());
+/// Who published a set of names; a pod's names sort before a Service's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Owner {
+    /// A pod, by uid: its own names.
+    Pod(String),
+    /// A Service, as `<namespace>/<name>`: the names that resolve to one of its pods.
+    Service(String),
+}
+
+/// The host names this process has published: owner → (address, names).
+static ENTRIES: Mutex<BTreeMap<Owner, (Ipv4Addr, Vec<String>)>> = Mutex::new(BTreeMap::new());
 
 fn hosts_path() -> PathBuf {
     PathBuf::from("/etc/hosts")
 }
 
-/// Makes `names` resolve to `ip` (replacing what `ip` had).
-pub fn publish(ip: Ipv4Addr, names: Vec<String>) -> Result<()> {
+/// Makes `owner`'s `names` resolve to `ip` (replacing what `owner` had published).
+pub fn publish(owner: Owner, ip: Ipv4Addr, names: Vec<String>) -> Result<()> {
     let mut entries = ENTRIES.lock().unwrap_or_else(|e| e.into_inner());
-    entries.insert(ip, names);
-    write_block(&entries)
+    entries.insert(owner, (ip, names));
+    write_block(&merge(&entries))
 }
 
-/// Removes the names of `ip`.
-pub fn withdraw(ip: Ipv4Addr) -> Result<()> {
+/// Removes the names `owner` published.
+pub fn withdraw(owner: &Owner) -> Result<()> {
     let mut entries = ENTRIES.lock().unwrap_or_else(|e| e.into_inner());
-    if entries.remove(&ip).is_none() {
+    if entries.remove(owner).is_none() {
         return Ok(());
     }
-    write_block(&entries)
+    write_block(&merge(&entries))
+}
+
+/// One list of names per address, in owner order, each name once.
+pub fn merge(entries: &BTreeMap<Owner, (Ipv4Addr, Vec<String>)>) -> BTreeMap<Ipv4Addr, Vec<String>> {
+    let mut out: BTreeMap<Ipv4Addr, Vec<String>> = BTreeMap::new();
+    for (ip, names) in entries.values() {
+        let line = out.entry(*ip).or_default();
+        for name in names {
+            if !line.contains(name) {
+                line.push(name.clone());
+            }
+        }
+    }
+    out.retain(|_, names| !names.is_empty());
+    out
 }
 
 fn write_block(entries: &BTreeMap<Ipv4Addr, Vec<String>>) -> Result<()> {
@@ -126,6 +156,40 @@ mod tests {
         let two = rewrite(&one, 7, &entries(&[("127.16.0.3", &["b.s"])]), |_| true);
         assert!(two.contains("127.16.0.3 b.s\n") && !two.contains("a.s"), "{two}");
         assert_eq!(rewrite(&two, 7, &BTreeMap::new(), |_| true), base);
+    }
+
+    #[test]
+    fn a_pods_names_and_the_service_names_on_its_address_share_one_line() {
+        let pod = |uid: &str| Owner::Pod(uid.to_string());
+        let svc = |name: &str| Owner::Service(format!("ns/{name}"));
+        let ip = |s: &str| -> Ipv4Addr { s.parse().expect("ip") };
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let mut published = BTreeMap::from([
+            (svc("front"), (ip("127.16.0.2"), names(&["front.ns.svc.cluster.local", "front.ns.svc", "front.ns"]))),
+            (pod("u1"), (ip("127.16.0.2"), names(&["a.s.ns.svc.cluster.local", "a.s"]))),
+            (pod("u2"), (ip("127.16.0.3"), names(&["b.s.ns.svc.cluster.local", "b.s"]))),
+            (svc("again"), (ip("127.16.0.3"), names(&["b.s"]))),
+        ]);
+        let block = rewrite("", 7, &merge(&published), |_| true);
+        assert_eq!(
+            block,
+            "# strom-e2e-k8s begin pid=7\n\
+             127.16.0.2 a.s.ns.svc.cluster.local a.s front.ns.svc.cluster.local front.ns.svc front.ns\n\
+             127.16.0.3 b.s.ns.svc.cluster.local b.s\n\
+             # strom-e2e-k8s end pid=7\n",
+            "the pod's own names first, each name once"
+        );
+
+        // The pod goes; the Service still points at its address until it is re-pointed.
+        published.remove(&pod("u1"));
+        let block = rewrite(&block, 7, &merge(&published), |_| true);
+        assert!(block.contains("127.16.0.2 front.ns.svc.cluster.local front.ns.svc front.ns\n"), "{block}");
+
+        // Re-pointed to the other pod: one line, both owners' names.
+        published.insert(svc("front"), (ip("127.16.0.3"), names(&["front.ns.svc.cluster.local"])));
+        let block = rewrite(&block, 7, &merge(&published), |_| true);
+        assert!(!block.contains("127.16.0.2"), "{block}");
+        assert!(block.contains("127.16.0.3 b.s.ns.svc.cluster.local b.s front.ns.svc.cluster.local\n"), "{block}");
     }
 
     #[test]

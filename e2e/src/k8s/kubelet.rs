@@ -7,12 +7,18 @@
 //!   claim), and once every claim is Bound, binds the pod to the node (`pods/binding`), as the
 //!   scheduler does;
 //! - bound here: gives it a loopback address (127.B.x.y, stable per pod name, so a recreated
-//!   pod keeps its address), publishes its DNS names ([`super::hosts`]), starts the
-//!   container's command ([`super::podspec`]; `command[0]` mapped to a local binary), probes
-//!   readiness, restarts the process when it exits (restartPolicy Always), and reports
-//!   phase, pod IP, container status and the Ready condition on the pod's status;
+//!   pod keeps its address), fetches the ConfigMaps and Secrets it refers to, writes its
+//!   volumes' files ([`super::volumes`]), publishes its DNS names ([`super::hosts`]), starts
+//!   the container's command ([`super::podspec`]; `command[0]` mapped to a local binary),
+//!   runs its probes ([`super::probes`]), restarts the process when it exits or fails its
+//!   liveness probe (restartPolicy Always), and reports phase, pod IP, container status and
+//!   the Ready condition on the pod's status ([`super::container`]); a pod that cannot start
+//!   yet (a ConfigMap not there) is retried every 2 s;
 //! - being deleted: SIGTERM, the grace period, SIGKILL, then the final delete with grace 0
 //!   (the kubelet's part of a deletion), after which the StatefulSet controller may recreate it.
+//!
+//! Then it points each Service's names at one pod the Service selects ([`super::services`]),
+//! standing in for cluster DNS and kube-proxy.
 //!
 //! The Node's Ready condition is posted once and its Lease in `kube-node-lease` renewed every
 //! 10 s, so the node lifecycle controller keeps it Ready. Processes are spawned from the
@@ -22,18 +28,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount, VolumeProjection,
+    ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -42,9 +48,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{json, Value};
 
-use super::controlplane::{die_with_parent, ControlPlane};
-use super::hosts;
-use super::podspec::{self, Check, Launch, Placement};
+use super::container::{self, PodProcess};
+use super::controlplane::ControlPlane;
+use super::hosts::{self, Owner};
+use super::podspec::{self, Objects, Placement, References};
+use super::probes::Verdict;
+use super::services::{self, Candidate};
+use super::volumes::{self, Content, VolumeFile};
 use crate::cluster::wait_until;
 
 const TICK: Duration = Duration::from_millis(200);
@@ -60,6 +70,8 @@ pub struct Observed {
     pub running: BTreeMap<String, RunningPod>,
     /// Processes started per pod name (restarts and recreations included).
     pub starts: BTreeMap<String, usize>,
+    /// Services whose names resolve: name → the address of the pod they resolve to.
+    pub services: BTreeMap<String, Ipv4Addr>,
     /// Problems the runner met (also in its log), latest last.
     pub problems: Vec<String>,
 }
@@ -102,6 +114,7 @@ impl PodRunner {
             pods: BTreeMap::new(),
             ips: BTreeMap::new(),
             failed: BTreeMap::new(),
+            services: BTreeMap::new(),
             observed: observed.clone(),
             log: RunnerLog(dir.join("runner.log")),
         };
@@ -197,32 +210,14 @@ struct Kubelet {
     dir: PathBuf,
     commands: BTreeMap<String, PathBuf>,
     /// Pods this runner started, by uid.
-    pods: BTreeMap<String, Local>,
+    pods: BTreeMap<String, PodProcess>,
     ips: BTreeMap<String, Ipv4Addr>,
     /// Pods that could not start, by uid: (why, when to try again).
     failed: BTreeMap<String, (String, Instant)>,
+    /// Services whose names are published: name → the pod address they resolve to.
+    services: BTreeMap<String, Ipv4Addr>,
     observed: Arc<Mutex<Observed>>,
     log: RunnerLog,
-}
-
-/// One pod this runner runs.
-struct Local {
-    name: String,
-    ip: Ipv4Addr,
-    launch: Launch,
-    child: Option<Child>,
-    first_start: Timestamp,
-    started_at: Timestamp,
-    restarts: i32,
-    restart_at: Option<Instant>,
-    last_exit: Option<(i32, Timestamp)>,
-    ready: bool,
-    ready_since: Timestamp,
-    next_probe: Instant,
-    successes: u32,
-    failures: u32,
-    terminating: Option<Instant>,
-    reported: Option<Value>,
 }
 
 impl Kubelet {
@@ -279,7 +274,9 @@ impl Kubelet {
                 Some((l.name.clone(), RunningPod { uid: uid.clone(), pid, ip: l.ip, ready: l.ready }))
             })
             .collect();
-        self.observed.lock().unwrap_or_else(|e| e.into_inner()).running = running;
+        let mut o = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+        o.running = running;
+        o.services = self.services.clone();
     }
 
     /// The Node object with a Ready condition, and its Lease.
@@ -335,19 +332,20 @@ impl Kubelet {
         for uid in vanished {
             if let Some(mut local) = self.pods.remove(&uid) {
                 self.log.line(&format!("pod {} ({uid}) is gone from the API: SIGKILL", local.name));
-                kill_now(&mut local);
-                let _ = hosts::withdraw(local.ip);
+                local.kill_now();
+                let _ = hosts::withdraw(&Owner::Pod(uid));
             }
         }
-        for pod in pods {
+        self.failed.retain(|uid, _| listed.contains(uid));
+        for pod in &pods {
             let (Some(name), Some(uid)) = (pod.metadata.name.clone(), pod.metadata.uid.clone()) else { continue };
             let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
             let result = if pod.metadata.deletion_timestamp.is_some() {
-                self.terminate(&api, &pod, &name, &uid, node.as_deref()).await
+                self.terminate(&api, pod, &name, &uid, node.as_deref()).await
             } else if node.is_none() {
-                self.schedule(&api, &pod, &name).await
+                self.schedule(&api, pod, &name).await
             } else if node.as_deref() == Some(self.node.as_str()) {
-                self.supervise(&api, &pod, &name, &uid).await
+                self.supervise(&api, pod, &name, &uid).await
             } else {
                 Ok(())
             };
@@ -355,7 +353,7 @@ impl Kubelet {
                 self.problem(format!("pod {name}: {e:#}"));
             }
         }
-        Ok(())
+        self.resolve_services(&pods).await
     }
 
     /// The scheduler's part: claims bound (PVs made for them), then the binding.
@@ -436,33 +434,53 @@ impl Kubelet {
                 let retry = Instant::now() + Duration::from_secs(2);
                 let repeated =
                     self.failed.insert(uid.to_string(), (reason.clone(), retry)).is_some_and(|(r, _)| r == reason);
-                return if repeated { Ok(()) } else { Err(e) };
+                if repeated {
+                    return Ok(());
+                }
+                let waiting = container::waiting_status(pod, &reason);
+                if let Err(report) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&waiting)).await {
+                    self.problem(format!("pod {name}: report why it waits: {report}"));
+                }
+                return Err(e);
             }
             self.failed.remove(uid);
         }
         let now = Instant::now();
         let Some(local) = self.pods.get_mut(uid) else { return Ok(()) };
-        if let Some(child) = local.child.as_mut() {
-            if let Some(status) = child.try_wait().context("wait for a pod's process")? {
-                let code = status
-                    .code()
-                    .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
-                self.log.line(&format!("pod {name}: process exited with {status}; restarting"));
-                local.child = None;
-                local.last_exit = Some((code, Timestamp::now()));
-                local.ready = false;
-                let backoff = Duration::from_secs(1 << local.restarts.clamp(0, 3));
-                local.restart_at = Some(now + backoff);
-            }
+        if local.killing.is_some_and(|at| now >= at) {
+            local.signal(nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(status) = local.reap(now)? {
+            self.log.line(&format!("pod {name}: process exited with {status}; restarting"));
         }
         if local.child.is_none() && local.restart_at.is_some_and(|at| now >= at) {
             local.restart_at = None;
             local.restarts += 1;
             let n = count_start(&self.observed, name);
-            spawn(local, n, &self.commands, &self.dir, &self.log)?;
+            let bin = container::binary(&self.commands, &local.launch)?;
+            let pid = local.spawn(n, bin, &self.dir)?;
+            self.log.line(&format!("pod {name}: restarted, pid {pid}"));
         }
-        probe_if_due(local, now).await;
-        let status = pod_status(local);
+        if local.killing.is_none() {
+            for verdict in local.probes.as_mut().map(|p| p.poll(now)).unwrap_or_default() {
+                match verdict {
+                    Verdict::Started => self.log.line(&format!("pod {name}: startup probe passed")),
+                    Verdict::Restart { probe, failures, grace } => {
+                        self.log.line(&format!(
+                            "pod {name}: {} probe failed {failures} times in a row; SIGTERM, grace {grace:?}, \
+                             then a restart",
+                            probe.name()
+                        ));
+                        local.signal(nix::sys::signal::Signal::SIGTERM);
+                        local.killing = Some(now + grace);
+                    }
+                }
+            }
+        }
+        let ready =
+            local.child.is_some() && local.killing.is_none() && local.probes.as_ref().is_some_and(|p| p.ready());
+        local.set_ready(ready);
+        let status = local.status(HOST_IP);
         if local.reported.as_ref() != Some(&status) {
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
@@ -475,37 +493,47 @@ impl Kubelet {
     async fn start(&mut self, pod: &Pod, name: &str, uid: &str) -> Result<()> {
         let ip = *self.ips.entry(name.to_string()).or_insert_with(next_pod_ip);
         let placement = Placement { pod_ip: ip, host_ip: HOST_IP, node_name: &self.node };
-        let volumes = self.volumes(pod, uid, placement).await?;
-        let launch = podspec::launch(pod, placement, &volumes).map_err(|e| anyhow!("cannot run it here: {e}"))?;
-        hosts::publish(ip, dns_names(pod, name, &self.namespace))?;
-        let now = Timestamp::now();
-        let mut local = Local {
-            name: name.to_string(),
-            ip,
-            next_probe: Instant::now() + launch.readiness.as_ref().map_or(Duration::ZERO, |r| r.initial_delay),
-            launch,
-            child: None,
-            first_start: now,
-            started_at: now,
-            restarts: 0,
-            restart_at: None,
-            last_exit: None,
-            ready: false,
-            ready_since: now,
-            successes: 0,
-            failures: 0,
-            terminating: None,
-            reported: None,
-        };
+        let objects = self.fetch(&podspec::references(pod)).await?;
+        let dirs = self.volume_dirs(pod, uid).await?;
+        let launch = podspec::launch(pod, placement, &dirs, &objects).map_err(|e| anyhow!("cannot start it: {e}"))?;
+        let files =
+            volumes::files(pod, &objects, placement, &launch.mounts).map_err(|e| anyhow!("cannot start it: {e}"))?;
+        let bin = container::binary(&self.commands, &launch)?.to_path_buf();
+        self.write_files(pod, &dirs, files).await?;
+        hosts::publish(Owner::Pod(uid.to_string()), ip, dns_names(pod, name, &self.namespace))?;
+        let mut local = PodProcess::new(name, ip, launch);
         let n = count_start(&self.observed, name);
-        spawn(&mut local, n, &self.commands, &self.dir, &self.log)?;
+        let pid = local.spawn(n, &bin, &self.dir)?;
+        self.log.line(&format!(
+            "pod {name}: started pid {pid} at {ip} ({} {})",
+            bin.display(),
+            local.launch.args.join(" ")
+        ));
         self.pods.insert(uid.to_string(), local);
         Ok(())
     }
 
-    /// Host directories for the pod's volumes: its claims' PVs; emptyDirs and projected
-    /// volumes (the service-account token, `kube-root-ca.crt`, downward-API files) per pod uid.
-    async fn volumes(&self, pod: &Pod, uid: &str, at: Placement<'_>) -> Result<BTreeMap<String, PathBuf>> {
+    /// The ConfigMaps and Secrets in `refs` that exist now.
+    async fn fetch(&self, refs: &References) -> Result<Objects> {
+        let maps: Api<ConfigMap> = Api::namespaced(self.client(), &self.namespace);
+        let secrets: Api<Secret> = Api::namespaced(self.client(), &self.namespace);
+        let mut objects = Objects::default();
+        for name in &refs.config_maps {
+            if let Some(map) = maps.get_opt(name).await.with_context(|| format!("get ConfigMap {name}"))? {
+                objects.config_maps.insert(name.clone(), map);
+            }
+        }
+        for name in &refs.secrets {
+            if let Some(secret) = secrets.get_opt(name).await.with_context(|| format!("get Secret {name}"))? {
+                objects.secrets.insert(name.clone(), secret);
+            }
+        }
+        Ok(objects)
+    }
+
+    /// Host directories for the pod's volumes: its claims' PVs; a fresh directory per pod uid
+    /// for emptyDir, configMap, secret, downwardAPI and projected volumes.
+    async fn volume_dirs(&self, pod: &Pod, uid: &str) -> Result<BTreeMap<String, PathBuf>> {
         let mut out = BTreeMap::new();
         let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), &self.namespace);
         let pvs: Api<PersistentVolume> = Api::all(self.client());
@@ -523,21 +551,12 @@ impl Kubelet {
                     .map(|h| h.path)
                     .ok_or_else(|| anyhow!("PV {pv_name} is not a hostPath volume"))?;
                 out.insert(v.name.clone(), PathBuf::from(path));
-            } else if let Some(projected) = &v.projected {
+            } else if volumes::is_per_pod(v) {
                 let dir = self.dir.join("pods").join(uid).join(&v.name);
-                fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-                for source in projected.sources.iter().flatten() {
-                    for (path, bytes) in self.projection(pod, source, at).await? {
-                        let file = dir.join(&path);
-                        if let Some(parent) = file.parent() {
-                            fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
-                        }
-                        fs::write(&file, bytes).with_context(|| format!("write {}", file.display()))?;
-                    }
+                // Files of an earlier attempt to start the pod go: the objects may have changed.
+                if v.empty_dir.is_none() && dir.exists() {
+                    fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
                 }
-                out.insert(v.name.clone(), dir);
-            } else if v.empty_dir.is_some() {
-                let dir = self.dir.join("pods").join(uid).join(&v.name);
                 fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
                 out.insert(v.name.clone(), dir);
             }
@@ -545,68 +564,92 @@ impl Kubelet {
         Ok(out)
     }
 
-    /// The files one source of a projected volume holds: (path in the volume, contents).
-    async fn projection(
-        &self,
-        pod: &Pod,
-        source: &VolumeProjection,
-        at: Placement<'_>,
-    ) -> Result<Vec<(String, Vec<u8>)>> {
-        let mut files = Vec::new();
-        if let Some(t) = &source.service_account_token {
-            let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_else(|| "default".into());
-            let request = json!({
-                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {
-                    "audiences": t.audience.iter().collect::<Vec<_>>(),
-                    "expirationSeconds": t.expiration_seconds.unwrap_or(3607),
-                    "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid},
-                },
-            });
-            let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), &self.namespace);
-            let answer: TokenRequest = accounts
-                .create_subresource("token", &sa, &PostParams::default(), &request)
-                .await
-                .with_context(|| format!("a token for service account {sa}"))?;
-            let token = answer.status.map(|s| s.token).unwrap_or_default();
-            files.push((t.path.clone(), token.into_bytes()));
-        }
-        if let Some(cm) = &source.config_map {
-            let maps: Api<ConfigMap> = Api::namespaced(self.client(), &self.namespace);
-            match maps.get_opt(&cm.name).await? {
-                Some(map) => {
-                    let data = map.data.unwrap_or_default();
-                    let items: Vec<(String, String)> = match &cm.items {
-                        Some(items) => items.iter().map(|i| (i.key.clone(), i.path.clone())).collect(),
-                        None => data.keys().map(|k| (k.clone(), k.clone())).collect(),
-                    };
-                    for (key, path) in items {
-                        let value =
-                            data.get(&key).with_context(|| format!("ConfigMap {} has no key {key}", cm.name))?;
-                        files.push((path, value.clone().into_bytes()));
-                    }
+    /// Writes the volumes' files, asking the TokenRequest API for service-account tokens.
+    async fn write_files(&self, pod: &Pod, dirs: &BTreeMap<String, PathBuf>, files: Vec<VolumeFile>) -> Result<()> {
+        for f in files {
+            let dir = dirs.get(&f.volume).with_context(|| format!("volume {} has no directory", f.volume))?;
+            let bytes = match f.content {
+                Content::Bytes(bytes) => bytes,
+                Content::ServiceAccountToken { audience, expiration_seconds } => {
+                    self.token(pod, audience, expiration_seconds).await?.into_bytes()
                 }
-                None if cm.optional == Some(true) => {}
-                None => bail!("ConfigMap {} not found", cm.name),
+            };
+            let file = dir.join(&f.path);
+            if let Some(parent) = file.parent() {
+                fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+            }
+            fs::write(&file, bytes).with_context(|| format!("write {}", file.display()))?;
+            fs::set_permissions(&file, fs::Permissions::from_mode(f.mode))
+                .with_context(|| format!("chmod {:o} {}", f.mode, file.display()))?;
+        }
+        Ok(())
+    }
+
+    /// A token of the pod's service account bound to the pod, as the kubelet requests it.
+    async fn token(&self, pod: &Pod, audience: Option<String>, expiration_seconds: i64) -> Result<String> {
+        let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_else(|| "default".into());
+        let request = json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {
+                "audiences": audience.iter().collect::<Vec<_>>(),
+                "expirationSeconds": expiration_seconds,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid},
+            },
+        });
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), &self.namespace);
+        let answer: TokenRequest = accounts
+            .create_subresource("token", &sa, &PostParams::default(), &request)
+            .await
+            .with_context(|| format!("a token for service account {sa}"))?;
+        Ok(answer.status.map(|s| s.token).unwrap_or_default())
+    }
+
+    /// Points each Service's names at one pod it selects ([`services::backend`]) and withdraws
+    /// those of Services that select none any more or are gone.
+    async fn resolve_services(&mut self, pods: &[Pod]) -> Result<()> {
+        let api: Api<Service> = Api::namespaced(self.client(), &self.namespace);
+        let listed = api.list(&ListParams::default()).await.context("list services")?.items;
+        let by_uid: BTreeMap<&str, &Pod> = pods.iter().filter_map(|p| Some((p.metadata.uid.as_deref()?, p))).collect();
+        let no_labels = BTreeMap::new();
+        let candidates: Vec<Candidate<'_>> = self
+            .pods
+            .iter()
+            .map(|(uid, local)| {
+                let pod = by_uid.get(uid.as_str());
+                Candidate {
+                    pod: &local.name,
+                    labels: pod.and_then(|p| p.metadata.labels.as_ref()).unwrap_or(&no_labels),
+                    ip: local.ip,
+                    running: local.child.is_some(),
+                    ready: local.ready,
+                    terminating: local.terminating.is_some()
+                        || pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
+                }
+            })
+            .collect();
+        let wanted: BTreeMap<String, Ipv4Addr> = listed
+            .iter()
+            .filter_map(|svc| {
+                let name = svc.metadata.name.clone()?;
+                let ip = services::backend(svc, &candidates, self.services.get(&name).copied())?;
+                Some((name, ip))
+            })
+            .collect();
+        let ns = self.namespace.clone();
+        for (name, ip) in &wanted {
+            if self.services.get(name) != Some(ip) {
+                hosts::publish(Owner::Service(format!("{ns}/{name}")), *ip, services::names(name, &ns))?;
+                self.log.line(&format!("service {name} resolves to {ip}"));
+                self.services.insert(name.clone(), *ip);
             }
         }
-        if let Some(d) = &source.downward_api {
-            for item in d.items.iter().flatten() {
-                let field = item
-                    .field_ref
-                    .as_ref()
-                    .with_context(|| format!("downwardAPI {}: only fieldRef is supported", item.path))?;
-                let value = podspec::field_value(pod, &field.field_path, at)
-                    .map_err(|e| anyhow!("downwardAPI {}: {e}", item.path))?;
-                files.push((item.path.clone(), value.into_bytes()));
-            }
+        let gone: Vec<String> = self.services.keys().filter(|n| !wanted.contains_key(*n)).cloned().collect();
+        for name in gone {
+            hosts::withdraw(&Owner::Service(format!("{ns}/{name}")))?;
+            self.log.line(&format!("service {name} resolves to no pod: names withdrawn"));
+            self.services.remove(&name);
         }
-        if source.secret.is_some() || source.cluster_trust_bundle.is_some() || source.pod_certificate.is_some() {
-            bail!(
-                "projected volume sources other than serviceAccountToken, configMap and downwardAPI are not supported"
-            );
-        }
-        Ok(files)
+        Ok(())
     }
 
     /// The kubelet's part of a deletion: SIGTERM, the grace period, SIGKILL, final delete.
@@ -616,17 +659,22 @@ impl Kubelet {
         }
         if let Some(local) = self.pods.get_mut(uid) {
             let now = Instant::now();
-            let deadline = *local.terminating.get_or_insert_with(|| {
-                let grace = pod
-                    .metadata
-                    .deletion_grace_period_seconds
-                    .map_or(local.launch.grace, |s| Duration::from_secs(u64::try_from(s).unwrap_or(0)));
-                if let Some(child) = &local.child {
-                    self.log.line(&format!("pod {name}: deleted; SIGTERM, grace {grace:?}"));
-                    let _ = signal(child, nix::sys::signal::Signal::SIGTERM);
+            let deadline = match local.terminating {
+                Some(deadline) => deadline,
+                None => {
+                    let grace = pod
+                        .metadata
+                        .deletion_grace_period_seconds
+                        .map_or(local.launch.grace, |s| Duration::from_secs(u64::try_from(s).unwrap_or(0)));
+                    if local.child.is_some() {
+                        self.log.line(&format!("pod {name}: deleted; SIGTERM, grace {grace:?}"));
+                        local.signal(nix::sys::signal::Signal::SIGTERM);
+                    }
+                    local.probes = None;
+                    local.set_ready(false);
+                    *local.terminating.insert(now + grace)
                 }
-                now + grace
-            });
+            };
             let exited = match local.child.as_mut() {
                 Some(child) => child.try_wait().context("wait for a pod's process")?.is_some(),
                 None => true,
@@ -637,10 +685,9 @@ impl Kubelet {
             if !exited {
                 self.log.line(&format!("pod {name}: grace period over; SIGKILL"));
             }
-            kill_now(local);
-            if let Some(local) = self.pods.remove(uid) {
-                hosts::withdraw(local.ip)?;
-            }
+            local.kill_now();
+            self.pods.remove(uid);
+            hosts::withdraw(&Owner::Pod(uid.to_string()))?;
         }
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
@@ -657,22 +704,23 @@ impl Kubelet {
 
     async fn shutdown(&mut self) {
         for local in self.pods.values() {
-            if let Some(child) = &local.child {
-                let _ = signal(child, nix::sys::signal::Signal::SIGTERM);
-            }
+            local.signal(nix::sys::signal::Signal::SIGTERM);
         }
         let deadline = Instant::now() + STOP_GRACE;
-        for local in self.pods.values_mut() {
+        for (uid, local) in &mut self.pods {
             while let Some(child) = local.child.as_mut() {
                 if child.try_wait().ok().flatten().is_some() || Instant::now() >= deadline {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            kill_now(local);
-            let _ = hosts::withdraw(local.ip);
+            local.kill_now();
+            let _ = hosts::withdraw(&Owner::Pod(uid.clone()));
         }
         self.pods.clear();
+        for name in std::mem::take(&mut self.services).into_keys() {
+            let _ = hosts::withdraw(&Owner::Service(format!("{}/{name}", self.namespace)));
+        }
         self.publish_observed();
         let nodes: Api<Node> = Api::all(self.client());
         let _ = nodes.delete(&self.node, &DeleteParams::default()).await;
@@ -704,178 +752,12 @@ fn dns_names(pod: &Pod, name: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-fn signal(child: &Child, sig: nix::sys::signal::Signal) -> nix::Result<()> {
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    nix::sys::signal::kill(pid, sig)
-}
-
-fn kill_now(local: &mut Local) {
-    if let Some(mut child) = local.child.take() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    local.ready = false;
-}
-
 /// Counts one more start of pod `name`; the count so far.
 fn count_start(observed: &Mutex<Observed>, name: &str) -> usize {
     let mut o = observed.lock().unwrap_or_else(|e| e.into_inner());
     let n = o.starts.entry(name.to_string()).or_default();
     *n += 1;
     *n
-}
-
-/// Starts the pod's process, the `n`th for its name (its output appended to `logs/<pod>.log`).
-fn spawn(local: &mut Local, n: usize, commands: &BTreeMap<String, PathBuf>, dir: &Path, log: &RunnerLog) -> Result<()> {
-    let l = &local.launch;
-    let bin = commands
-        .get(&l.program)
-        .ok_or_else(|| anyhow!("no local binary stands in for command {:?} (image {})", l.program, l.image))?;
-    let log_path = dir.join("logs").join(format!("{}.log", local.name));
-    let mut out = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("open {}", log_path.display()))?;
-    {
-        use std::io::Write;
-        writeln!(
-            out,
-            "===== pod runner: start #{n} of {} {} (pod restarts {}) =====",
-            bin.display(),
-            l.args.join(" "),
-            local.restarts
-        )?;
-    }
-    let work = match &l.working_dir {
-        Some(d) => d.clone(),
-        None => dir.join("pods").join(&local.name),
-    };
-    fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
-    let mut cmd = Command::new(bin);
-    cmd.args(&l.args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOSTNAME", &local.name)
-        .envs(l.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone()?))
-        .stderr(Stdio::from(out));
-    die_with_parent(&mut cmd);
-    let child = cmd.spawn().with_context(|| format!("spawn {}", bin.display()))?;
-    log.line(&format!(
-        "pod {}: started pid {} at {} ({} {})",
-        local.name,
-        child.id(),
-        local.ip,
-        bin.display(),
-        l.args.join(" ")
-    ));
-    local.child = Some(child);
-    local.started_at = Timestamp::now();
-    local.ready = false;
-    local.successes = 0;
-    local.failures = 0;
-    local.next_probe = Instant::now() + l.readiness.as_ref().map_or(Duration::ZERO, |r| r.initial_delay);
-    Ok(())
-}
-
-/// Runs the readiness probe when due and applies Kubernetes' thresholds; without a probe a
-/// running container is ready.
-async fn probe_if_due(local: &mut Local, now: Instant) {
-    let running = local.child.is_some() && local.terminating.is_none();
-    let Some(r) = local.launch.readiness.clone() else {
-        set_ready(local, running);
-        return;
-    };
-    if !running {
-        set_ready(local, false);
-        return;
-    }
-    if now < local.next_probe {
-        return;
-    }
-    local.next_probe = now + r.period;
-    if check(&r.check, r.timeout).await {
-        local.failures = 0;
-        local.successes += 1;
-        if local.successes >= r.success_threshold {
-            set_ready(local, true);
-        }
-    } else {
-        local.successes = 0;
-        local.failures += 1;
-        if local.failures >= r.failure_threshold || !local.ready {
-            set_ready(local, false);
-        }
-    }
-}
-
-fn set_ready(local: &mut Local, ready: bool) {
-    if local.ready != ready {
-        local.ready = ready;
-        local.ready_since = Timestamp::now();
-    }
-}
-
-async fn check(check: &Check, timeout: Duration) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let attempt = async {
-        match check {
-            Check::Tcp { host, port } => tokio::net::TcpStream::connect((*host, *port)).await.is_ok(),
-            Check::Http { host, port, path } => {
-                let Ok(mut s) = tokio::net::TcpStream::connect((*host, *port)).await else { return false };
-                let request =
-                    format!("GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/e2e\r\n\r\n");
-                if s.write_all(request.as_bytes()).await.is_err() {
-                    return false;
-                }
-                let mut head = [0u8; 64];
-                let Ok(n) = s.read(&mut head).await else { return false };
-                let line = String::from_utf8_lossy(&head[..n]);
-                let code: u16 = line.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-                (200..400).contains(&code)
-            }
-        }
-    };
-    tokio::time::timeout(timeout, attempt).await.unwrap_or(false)
-}
-
-/// The pod status the kubelet would report now (a merge patch of `status`).
-fn pod_status(local: &Local) -> Value {
-    let t = |ts: Timestamp| serde_json::to_value(Time(ts)).unwrap_or(Value::Null);
-    let flag = |b: bool| if b { "True" } else { "False" };
-    let running = local.child.is_some();
-    let state = if running {
-        json!({"running": {"startedAt": t(local.started_at)}})
-    } else {
-        json!({"waiting": {"reason": if local.terminating.is_some() { "Terminating" } else { "CrashLoopBackOff" }}})
-    };
-    let last_state = match local.last_exit {
-        Some((code, at)) => json!({"terminated": {"exitCode": code, "finishedAt": t(at), "reason": "Error"}}),
-        None => json!({}),
-    };
-    let ip = local.ip.to_string();
-    let pid = local.child.as_ref().map_or(0, Child::id);
-    json!({"status": {
-        "phase": "Running",
-        "hostIP": HOST_IP.to_string(), "hostIPs": [{"ip": HOST_IP.to_string()}],
-        "podIP": ip, "podIPs": [{"ip": ip}],
-        "startTime": t(local.first_start),
-        "conditions": [
-            {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": t(local.first_start)},
-            {"type": "Initialized", "status": "True", "lastTransitionTime": t(local.first_start)},
-            {"type": "ContainersReady", "status": flag(local.ready), "lastTransitionTime": t(local.ready_since)},
-            {"type": "Ready", "status": flag(local.ready), "lastTransitionTime": t(local.ready_since)},
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": t(local.first_start)},
-        ],
-        "containerStatuses": [{
-            "name": local.launch.container, "image": local.launch.image, "imageID": "",
-            "containerID": format!("e2e://{pid}"), "ready": local.ready, "started": running,
-            "restartCount": local.restarts, "state": state, "lastState": last_state,
-        }],
-    }})
 }
 
 /// [`wait_until`], failing with what `what` is and the runner's recent problems and log.

@@ -1,9 +1,15 @@
 //! Kubernetes for the tests: a real control plane built from Go modules ([`controlplane`]),
 //! and a pod runner that plays scheduler and kubelet for one fake Node ([`kubelet`]), running
-//! each pod's container as a local process ([`podspec`]: what a pod spec becomes) with its
-//! DNS names in `/etc/hosts` ([`hosts`]).
+//! each pod's container as a local process ([`podspec`]: what a pod spec becomes;
+//! [`volumes`]: the files of its ConfigMap, Secret and projected volumes; [`container`]: the
+//! process, its restarts and status; [`probes`]: startup, liveness and readiness) with its DNS
+//! names and those of the Services selecting it in `/etc/hosts` ([`hosts`], [`services`]).
 
+pub mod container;
 pub mod controlplane;
 pub mod hosts;
 pub mod kubelet;
 pub mod podspec;
+pub mod probes;
+pub mod services;
+pub mod volumes;
