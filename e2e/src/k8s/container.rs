@@ -2,6 +2,7 @@
 //! command line, env and working directory, its output appended to the pod's log), its
 //! probes, readiness, restarts and kills, and the pod status the kubelet would report for it.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -210,7 +211,7 @@ pub fn waiting_status(pod: &Pod, message: &str) -> Value {
 }
 
 /// The local binary that stands in for a launch's program.
-pub fn binary<'a>(commands: &'a std::collections::BTreeMap<String, PathBuf>, launch: &Launch) -> Result<&'a Path> {
+pub fn binary<'a>(commands: &'a BTreeMap<String, PathBuf>, launch: &Launch) -> Result<&'a Path> {
     commands
         .get(&launch.program)
         .map(PathBuf::as_path)
