@@ -141,6 +141,11 @@ impl PodRunner {
         &self.node
     }
 
+    /// The runner's live view, for a test's sampling thread.
+    pub fn observed_handle(&self) -> Arc<Mutex<Observed>> {
+        self.observed.clone()
+    }
+
     /// A snapshot of what the runner runs.
     pub fn observed(&self) -> Observed {
         self.observed.lock().unwrap_or_else(|e| e.into_inner()).clone()

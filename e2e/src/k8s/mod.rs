@@ -4,11 +4,16 @@
 //! [`volumes`]: the files of its ConfigMap, Secret and projected volumes; [`container`]: the
 //! process, its restarts and status; [`probes`]: startup, liveness and readiness) with its DNS
 //! names and those of the Services selecting it in `/etc/hosts` ([`hosts`], [`services`]).
+//! The operator under test: [`operator`] runs `strom-operator` as a process against a control
+//! plane; [`operated`] is a Cluster applied with kubectl and reconciled by it, with what the
+//! operator's tests share.
 
 pub mod container;
 pub mod controlplane;
 pub mod hosts;
 pub mod kubelet;
+pub mod operated;
+pub mod operator;
 pub mod podspec;
 pub mod probes;
 pub mod services;

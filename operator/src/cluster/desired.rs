@@ -282,7 +282,7 @@ fn broker_container(names: &Names, spec: &ClusterSpec) -> Container {
         ports: Some(vec![port("kafka", l.kafka), port("internal", l.internal), port("http", l.http)]),
         // /healthz answers once the broker has recovered its logs, which can take long
         // after a crash: the startup probe allows an hour before liveness counts.
-        startup_probe: Some(probe("/healthz", 5, 720)),
+        startup_probe: Some(probe("/healthz", 2, 1800)),
         liveness_probe: Some(probe("/healthz", 10, 6)),
         // /readyz: registered with the controller, unfenced, caught up with the metadata.
         readiness_probe: Some(probe("/readyz", 2, 3)),
