@@ -35,8 +35,8 @@ impl Default for Settings {
 pub struct Context {
     /// The Kubernetes client (the operator's service account, or the kubeconfig's user).
     pub client: Client,
-    /// Publishes Events on the resources (`kubectl describe` shows them).
-    pub recorder: Recorder,
+    /// Who publishes the Events (`kubectl describe` shows them).
+    pub reporter: Reporter,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
 }
@@ -49,7 +49,14 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
-        let recorder = Recorder::new(client.clone(), Reporter { controller: "strom-operator".into(), instance: None });
-        Context { client, recorder, metrics, settings }
+        let reporter = Reporter { controller: "strom-operator".into(), instance: std::env::var("POD_NAME").ok() };
+        Context { client, reporter, metrics, settings }
+    }
+
+    /// A recorder for one Event. kube's Recorder folds every later Event with the same
+    /// reason into a series of the first, keeping the first one's note ("restarting broker 0"
+    /// three times over); each step here says something new, so each gets its own Event.
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.client.clone(), self.reporter.clone())
     }
 }

@@ -381,7 +381,7 @@ async fn announce(
 
 async fn publish(ctx: &Context, cluster: &Cluster, type_: EventType, reason: &str, action: &str, note: String) {
     let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-    if let Err(e) = ctx.recorder.publish(&event, &cluster.object_ref(&())).await {
+    if let Err(e) = ctx.recorder().publish(&event, &cluster.object_ref(&())).await {
         tracing::warn!(cluster = %cluster.name_any(), error = %e, "publishing an Event failed");
     }
 }
