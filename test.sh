@@ -30,8 +30,8 @@ if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
   cargo clippy --release --workspace --all-targets -- -D warnings
 fi
 
-step "cargo test -p broker (unit and property tests)"
-cargo test --release -p broker
+step "cargo test -p broker -p operator (unit and property tests; the operator's plans, objects, CRDs)"
+cargo test --release -p broker -p operator
 
 # Kafka's tools and Java client (kafka_tools.rs) need a JDK and Maven to fetch Kafka's jars
 # from Maven Central, once per machine (e2e/kafka/kafka.sh caches them per version).

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use e2e::clients;
 use e2e::k8s::kubelet::wait_for;
-use e2e::k8s::operated::{refused, Operated, FORM};
+use e2e::k8s::operated::{partitions_at_start, refused, Operated, FORM};
 use e2e::k8s::operator::OperatorProcess;
 use e2e::workload::{check_exactly_once_in_order, Writer};
 use serde_json::Value;
@@ -253,11 +253,13 @@ fn a_config_change_rolls_the_brokers_one_at_a_time_controller_last_under_load_lo
     let config =
         c.kubectl(&["get", "configmap", "roll-broker-config", "-o", "jsonpath={.data.broker\\.toml}"]).unwrap();
     assert!(config.contains("log_retention_ms = 86400000"), "{config}");
-    // Each pod came back on its own volume.
+    // Each pod came back on its own volume and found its partitions there.
     for (i, volume) in volumes.iter().enumerate() {
         let now =
             c.kubectl(&["get", "pvc", &format!("data-{}", c.pod(i)), "-o", "jsonpath={.spec.volumeName}"]).unwrap();
         assert_eq!(&now, volume);
+        let recovered = partitions_at_start(&c.runner.pod_log_tail(&c.pod(i), 2000), 2).unwrap();
+        assert!(recovered >= 6, "broker {i} restarted with {recovered} partitions on its volume");
     }
     let events = c.events().unwrap();
     assert!(events.iter().filter(|e| e.1 == "BrokerRestarted").count() >= 3, "{events:?}");
@@ -325,6 +327,14 @@ fn scaling_to_five_and_back_to_three_moves_partitions_drains_before_removing_and
     let at_removal = sampler.join().unwrap();
     assert_eq!(at_removal.get(&c.pod(3)), Some(&0), "broker 3 held nothing when its pod went: {at_removal:?}");
     assert_eq!(at_removal.get(&c.pod(4)), Some(&0), "broker 4 held nothing when its pod went: {at_removal:?}");
+    // The leaving brokers stopped cleanly on SIGTERM; their claims stay (Retain, the default).
+    for id in [3, 4] {
+        let log = c.runner.pod_log_tail(&c.pod(id), 300);
+        assert!(log.contains("strom broker stopped"), "broker {id} stopped cleanly:\n{log}");
+        let phase =
+            c.kubectl(&["get", "pvc", &format!("data-{}", c.pod(id)), "-o", "jsonpath={.status.phase}"]).unwrap();
+        assert_eq!(phase, "Bound");
+    }
     let described = c.describe(0).unwrap();
     let ids: Vec<i64> =
         described["cluster"]["brokers"].as_array().unwrap().iter().map(|b| b["id"].as_i64().unwrap()).collect();

@@ -246,6 +246,19 @@ impl Operated {
     }
 }
 
+/// The `partitions=` a broker printed at its `n`th start in its pod's log (the partitions
+/// it found on its volume).
+pub fn partitions_at_start(log: &str, n: usize) -> Result<usize> {
+    let marker = format!("===== pod runner: start #{n} ");
+    let from = log.find(&marker).with_context(|| format!("no start #{n} in the log"))?;
+    let line = log[from..]
+        .lines()
+        .find(|l| l.contains("strom broker started"))
+        .with_context(|| format!("start #{n} did not get as far as 'strom broker started'"))?;
+    let value = line.split_whitespace().find_map(|w| w.strip_prefix("partitions=")).context("no partitions= field")?;
+    Ok(value.parse()?)
+}
+
 /// Fails unless `run` failed and printed `needle`.
 pub fn refused(run: &KubectlRun, needle: &str) -> Result<()> {
     if run.code == 0 {
