@@ -22,6 +22,8 @@ pub fn value_of(id: usize) -> String {
 
 /// A producer writing on its own thread until stopped.
 pub struct Writer {
+    started: Instant,
+    per_second: u32,
     stop: Arc<AtomicBool>,
     sent: Arc<AtomicUsize>,
     log: Arc<DeliveryLog>,
@@ -39,6 +41,25 @@ impl std::fmt::Debug for Writer {
 pub struct Written {
     pub sent: usize,
     pub reports: Reports,
+    /// When record 0 was due; record `id` was due `id / per_second` later (the pacing).
+    pub started: Instant,
+    pub per_second: u32,
+}
+
+impl Written {
+    /// Each acknowledged record's delay from when it was due to its acknowledgement, by the
+    /// time it was due (so a stall shows as the delay of every record due during it).
+    pub fn delays(&self) -> Vec<(Instant, Duration)> {
+        let rate = f64::from(self.per_second.max(1));
+        self.reports
+            .acked
+            .iter()
+            .map(|d| {
+                let due = self.started + Duration::from_secs_f64(d.id as f64 / rate);
+                (due, d.at.saturating_duration_since(due))
+            })
+            .collect()
+    }
 }
 
 impl Writer {
@@ -58,10 +79,11 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicUsize::new(0));
         let (topic, thread_stop, thread_sent) = (topic.to_string(), stop.clone(), sent.clone());
+        let begin = Instant::now();
         let handle = thread::Builder::new()
             .name("writer".into())
             .spawn(move || -> Result<()> {
-                let started = Instant::now();
+                let started = begin;
                 let mut id = 0usize;
                 while !thread_stop.load(Ordering::Relaxed) {
                     let value = value_of(id);
@@ -80,7 +102,7 @@ impl Writer {
                 Ok(())
             })
             .context("spawn the writer")?;
-        Ok(Writer { stop, sent, log, handle })
+        Ok(Writer { started: begin, per_second, stop, sent, log, handle })
     }
 
     pub fn sent(&self) -> usize {
@@ -112,12 +134,12 @@ impl Writer {
     /// Stops sending, waits for every outstanding delivery report, returns them all.
     pub fn stop(self) -> Result<Written> {
         self.stop.store(true, Ordering::Relaxed);
-        let Writer { sent, log, handle, .. } = self;
+        let Writer { started, per_second, sent, log, handle, .. } = self;
         match handle.join() {
             Ok(r) => r?,
             Err(_) => bail!("the writer thread panicked"),
         }
-        Ok(Written { sent: sent.load(Ordering::Relaxed), reports: log.snapshot() })
+        Ok(Written { sent: sent.load(Ordering::Relaxed), reports: log.snapshot(), started, per_second })
     }
 }
 
@@ -232,7 +254,7 @@ mod tests {
     }
 
     fn written(acks: Vec<clients::Delivered>) -> Written {
-        Written { sent: acks.len(), reports: Reports { acked: acks, failed: Vec::new() } }
+        Written { sent: acks.len(), reports: Reports { acked: acks, failed: Vec::new() }, started: Instant::now(), per_second: 1 }
     }
 
     #[test]
