@@ -42,33 +42,33 @@ pub enum Error {
         what: &'static str,
         cluster: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("applying {kind} {name}")]
     Apply {
         kind: &'static str,
         name: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("step {step} of Cluster {cluster}")]
     Step {
         step: String,
         cluster: String,
         #[source]
-        source: AdminError,
+        source: Box<AdminError>,
     },
     #[error("deleting pod {pod} to restart its broker")]
     Restart {
         pod: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("writing the status of Cluster {cluster}")]
     Status {
         cluster: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 
@@ -165,7 +165,7 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
 async fn observe(ctx: &Context, names: &Names, internal_port: i32) -> Result<(Observed, Option<Admin>), Error> {
     let read = |what| {
         let cluster = names.cluster.clone();
-        move |source| Error::Read { what, cluster, source }
+        move |source| Error::Read { what, cluster, source: Box::new(source) }
     };
     let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &names.namespace);
     let statefulset = sets.get_opt(&names.statefulset()).await.map_err(read("StatefulSet"))?;
@@ -216,13 +216,13 @@ where
     let mut value = serde_json::to_value(object).map_err(|e| Error::Apply {
         kind,
         name: name.clone(),
-        source: kube::Error::SerdeError(e),
+        source: Box::new(kube::Error::SerdeError(e)),
     })?;
     value["apiVersion"] = json!(K::api_version(&()));
     value["kind"] = json!(K::kind(&()));
     api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&value))
         .await
-        .map_err(|source| Error::Apply { kind, name, source })?;
+        .map_err(|source| Error::Apply { kind, name, source: Box::new(source) })?;
     Ok(())
 }
 
@@ -276,13 +276,13 @@ async fn carry_out(
     let failed = |step: &str| {
         let step = step.to_string();
         let cluster = names.cluster.clone();
-        move |source| Error::Step { step, cluster, source }
+        move |source| Error::Step { step, cluster, source: Box::new(source) }
     };
     let need_admin = || {
         admin.ok_or_else(|| Error::Step {
             step: "admin".into(),
             cluster: names.cluster.clone(),
-            source: AdminError::Unreachable { addresses: vec![], last: None },
+            source: Box::new(AdminError::Unreachable { addresses: vec![], last: None }),
         })
     };
     let done = match step {
@@ -322,7 +322,7 @@ async fn carry_out(
                 Ok(_) => {}
                 // Gone already, or a new pod with the name: the plan will look again.
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-                Err(source) => return Err(Error::Restart { pod: pod.clone(), source }),
+                Err(source) => return Err(Error::Restart { pod: pod.clone(), source: Box::new(source) }),
             }
             ctx.metrics.step("Cluster", "Restart");
             (
@@ -380,6 +380,11 @@ async fn announce(
 }
 
 async fn publish(ctx: &Context, cluster: &Cluster, type_: EventType, reason: &str, action: &str, note: String) {
+    if type_ == EventType::Warning {
+        tracing::warn!(cluster = %cluster.name_any(), reason, "{note}");
+    } else {
+        tracing::info!(cluster = %cluster.name_any(), reason, "{note}");
+    }
     let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
     if let Err(e) = ctx.recorder().publish(&event, &cluster.object_ref(&())).await {
         tracing::warn!(cluster = %cluster.name_any(), error = %e, "publishing an Event failed");
@@ -401,7 +406,7 @@ async fn write_status(
     let patch = json!({"apiVersion": Cluster::api_version(&()), "kind": Cluster::kind(&()), "status": next});
     api.patch_status(&names.cluster, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
         .await
-        .map_err(|source| Error::Status { cluster: names.cluster.clone(), source })?;
+        .map_err(|source| Error::Status { cluster: names.cluster.clone(), source: Box::new(source) })?;
     Ok(())
 }
 

@@ -70,7 +70,7 @@ pub fn validate(spec: &ClusterSpec, names: &Names) -> Result<Valid, InvalidSpec>
     }
     if let Some(external) = &l.external {
         let t = &external.advertised_address_template;
-        if !t.contains("{id}") || !t.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok()) {
+        if !t.contains("{id}") || t.rsplit_once(':').is_none_or(|(_, port)| port.parse::<u16>().is_err()) {
             return Err(InvalidSpec::ExternalTemplate);
         }
     }

@@ -16,6 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The desired state of a Strom cluster.
+// Each printcolumn(...) repeats `name`, `type_`, `json_path`: not duplicates, whatever
+// clippy's attribute lint reads into them.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "strom.dev",
@@ -211,7 +214,8 @@ pub struct ExternalListener {
 pub struct Rack {
     /// Node label whose value is a broker's rack, e.g. `topology.kubernetes.io/zone`. Brokers
     /// are spread over its values, and each learns its rack from the same label on its pod
-    /// (Kubernetes copies the zone and region labels onto pods that ask for them).
+    /// (Kubernetes copies the zone and region labels of the node onto the pod where its
+    /// PodTopologyLabelsAdmission feature is on; docs/operator.md).
     #[schemars(length(min = 1))]
     pub topology_key: String,
 }

@@ -11,6 +11,9 @@ use super::topic::DeletionPolicy;
 use super::ClusterRef;
 
 /// A consumer group of a Strom cluster.
+// Each printcolumn(...) repeats `name`, `type_`, `json_path`: not duplicates, whatever
+// clippy's attribute lint reads into them.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "strom.dev",

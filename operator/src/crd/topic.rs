@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::ClusterRef;
 
 /// A Kafka topic of a Strom cluster.
+// Each printcolumn(...) repeats `name`, `type_`, `json_path`: not duplicates, whatever
+// clippy's attribute lint reads into them.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "strom.dev",
