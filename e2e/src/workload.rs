@@ -254,7 +254,12 @@ mod tests {
     }
 
     fn written(acks: Vec<clients::Delivered>) -> Written {
-        Written { sent: acks.len(), reports: Reports { acked: acks, failed: Vec::new() }, started: Instant::now(), per_second: 1 }
+        Written {
+            sent: acks.len(),
+            reports: Reports { acked: acks, failed: Vec::new() },
+            started: Instant::now(),
+            per_second: 1,
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use e2e::clients;
 use e2e::k8s::operated::{Operated, FORM};
-use e2e::workload::{Written, Writer};
+use e2e::workload::{Writer, Written};
 
 const IDLE: Duration = Duration::from_secs(300);
 
@@ -25,7 +25,8 @@ fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
 
 /// p50, p99 and max delay of the records due in [from, to).
 fn window(w: &Written, from: Instant, to: Instant) -> (usize, Duration, Duration, Duration) {
-    let d: Vec<Duration> = w.delays().into_iter().filter(|(due, _)| *due >= from && *due < to).map(|(_, d)| d).collect();
+    let d: Vec<Duration> =
+        w.delays().into_iter().filter(|(due, _)| *due >= from && *due < to).map(|(_, d)| d).collect();
     let max = d.iter().max().copied().unwrap_or_default();
     (d.len(), percentile(d.clone(), 0.5), percentile(d, 0.99), max)
 }
@@ -38,7 +39,8 @@ fn cpu_and_rss(pid: u32) -> (f64, u64) {
     // /proc reports clock ticks in USER_HZ, 100 on Linux whatever the kernel tick.
     let hz = 100.0;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let rss =
+        status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     (ticks / hz, rss)
 }
 
@@ -73,8 +75,15 @@ fn measure_the_operator() {
     c.wait_ready(3, Duration::from_secs(600)).unwrap();
     std::thread::sleep(Duration::from_secs(10));
     let t = Instant::now();
-    c.kubectl(&["patch", "cluster", "bench", "--type=merge", "-p", r#"{"spec":{"config":{"log.retention.ms":"86400000"}}}"#])
-        .unwrap();
+    c.kubectl(&[
+        "patch",
+        "cluster",
+        "bench",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"config":{"log.retention.ms":"86400000"}}}"#,
+    ])
+    .unwrap();
     std::thread::sleep(Duration::from_secs(2));
     c.wait_ready(3, Duration::from_secs(600)).unwrap();
     let roll = (t, Instant::now());
