@@ -61,6 +61,15 @@ pub struct BrokerConfig {
     pub metadata_max_retained_entries: u64,
     /// `broker.rack`. Default none.
     pub rack: Option<String>,
+    /// A file of `key="value"` lines (a Kubernetes downward-API file of the pod's annotations)
+    /// to read the rack from, under `rack_key`, when `rack` is not set: the broker waits at
+    /// start, up to `rack_wait_ms`, until the key is there (the operator writes it once the
+    /// pod is on a node). An empty value means no rack. Default none.
+    pub rack_from_file: Option<PathBuf>,
+    /// The key of the rack in `rack_from_file`. Default `strom.dev/rack`.
+    pub rack_key: String,
+    /// How long to wait for `rack_key` to appear in `rack_from_file`. Default 600000 (10 min).
+    pub rack_wait_ms: u64,
     /// `num.partitions`: partitions of auto-created topics and of CreateTopics with -1. Default 1.
     pub num_partitions: i32,
     /// `default.replication.factor`. Default 1.
@@ -151,6 +160,9 @@ impl Default for BrokerConfig {
             metadata_snapshot_interval_entries: 5000,
             metadata_max_retained_entries: 1000,
             rack: None,
+            rack_from_file: None,
+            rack_key: "strom.dev/rack".to_string(),
+            rack_wait_ms: 600_000,
             num_partitions: 1,
             default_replication_factor: 1,
             auto_create_topics_enable: true,

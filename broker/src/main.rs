@@ -14,6 +14,7 @@
 //! about 30 % less CPU on the same 2 GB (docs/benchmarks.md, "Replication's page faults").
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use broker::cli::{dev, logging, signals, Cli, Command};
 use clap::Parser;
@@ -39,12 +40,19 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => {
-            let config = match args.into_config() {
+            let mut config = match args.into_config() {
                 Ok(c) => c,
                 Err(e) => return fail(&e),
             };
             logging::init(&config.log_format);
             runtime.block_on(async {
+                if let (None, Some(file)) = (&config.rack, &config.rack_from_file) {
+                    let wait = Duration::from_millis(config.rack_wait_ms);
+                    match broker::cli::rack_file::wait_for_rack(file, &config.rack_key, wait).await {
+                        Ok(rack) => config.rack = rack,
+                        Err(e) => return fail(&e),
+                    }
+                }
                 let (trigger, shutdown) = broker::shutdown::channel();
                 tokio::spawn(async move {
                     let sig = signals::stop_requested().await;

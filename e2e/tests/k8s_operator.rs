@@ -47,7 +47,10 @@ fn owned_by_cluster(object: &Value, cluster_uid: &str) -> bool {
 fn a_cluster_applied_with_kubectl_becomes_ready_brokers_that_serve_kafka_clients_and_is_garbage_collected() {
     let _one = one_at_a_time();
     let c = Operated::start("op-create", "events").unwrap();
-    let manifest = e2e::k8s::operated::cluster_manifest("events", &c.ns, 3, 3, "")
+    // Rack awareness: the node's zone label becomes each broker's rack.
+    c.plane.kubectl_ok(&["label", "node", c.runner.node(), "topology.kubernetes.io/zone=zone-a"]).unwrap();
+    let rack = "  rack:\n    topologyKey: topology.kubernetes.io/zone\n";
+    let manifest = e2e::k8s::operated::cluster_manifest("events", &c.ns, 3, 3, rack)
         .replace("    size: 1Gi\n", "    size: 1Gi\n    claimDeletionPolicy: Delete\n");
     let applied = c.apply(&manifest).unwrap();
     assert_eq!(applied.code, 0, "{applied:?}");
@@ -95,6 +98,13 @@ fn a_cluster_applied_with_kubectl_becomes_ready_brokers_that_serve_kafka_clients
     let row = table.lines().nth(1).unwrap();
     assert!(row.starts_with("events") && row.contains("True") && row.contains("3/3"), "{table}");
     let controller = cluster["status"]["activeController"].as_i64().unwrap();
+    let racks: Vec<&str> =
+        cluster["status"]["brokers"].as_array().unwrap().iter().map(|b| b["rack"].as_str().unwrap_or("")).collect();
+    assert_eq!(racks, ["zone-a"; 3], "each broker registered with its node's zone: {}", cluster["status"]);
+    let described = c.describe(0).unwrap();
+    let registered: Vec<&str> =
+        described["cluster"]["brokers"].as_array().unwrap().iter().map(|b| b["rack"].as_str().unwrap_or("")).collect();
+    assert_eq!(registered, ["zone-a"; 3], "{described}");
     assert!((0..3).contains(&controller), "{}", cluster["status"]);
 
     // The brokers formed one cluster through their DNS names and advertise them.

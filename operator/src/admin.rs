@@ -101,7 +101,16 @@ impl Admin {
         let brokers: BTreeMap<i32, BrokerInfo> = d
             .brokers
             .iter()
-            .map(|b| (b.id, BrokerInfo { live: b.live, voter: b.voter, replicas: b.replicas, leaders: b.leaders }))
+            .map(|b| {
+                let info = BrokerInfo {
+                    rack: b.rack.clone().filter(|r| !r.is_empty()),
+                    live: b.live,
+                    voter: b.voter,
+                    replicas: b.replicas,
+                    leaders: b.leaders,
+                };
+                (b.id, info)
+            })
             .collect();
         Ok(BrokerView {
             controller: (d.controller_id >= 0).then_some(d.controller_id),

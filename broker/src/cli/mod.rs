@@ -4,11 +4,13 @@
 //! - [`dev`]: `strom dev` runs a local cluster of `strom serve` child processes for development.
 //! - [`signals`]: waiting for Ctrl-C / SIGTERM.
 //! - [`logging`]: tracing output, text or JSON.
+//! - [`rack_file`]: `--rack-from-file`, the rack of a broker run by strom-operator.
 //! - [`admin`]: `strom cluster|topic|rebalance|broker|group`, over the admin gRPC API.
 
 pub mod admin;
 pub mod dev;
 pub mod logging;
+pub mod rack_file;
 pub mod serve;
 pub mod signals;
 

@@ -76,6 +76,16 @@ pub struct ServeArgs {
     /// broker.rack.
     #[arg(long, env = "STROM_RACK")]
     pub rack: Option<String>,
+    /// Read the rack from this file of key="value" lines (a downward-API annotations file),
+    /// waiting at start until --rack-key is in it; for brokers run by strom-operator.
+    #[arg(long, env = "STROM_RACK_FROM_FILE")]
+    pub rack_from_file: Option<PathBuf>,
+    /// The rack's key in --rack-from-file (default strom.dev/rack).
+    #[arg(long, env = "STROM_RACK_KEY")]
+    pub rack_key: Option<String>,
+    /// How long to wait for the rack in --rack-from-file (ms, default 600000).
+    #[arg(long, env = "STROM_RACK_WAIT_MS")]
+    pub rack_wait_ms: Option<u64>,
     /// num.partitions for auto-created topics.
     #[arg(long, env = "STROM_NUM_PARTITIONS")]
     pub num_partitions: Option<i32>,
@@ -213,8 +223,13 @@ impl ServeArgs {
             group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms,
             group_max_session_timeout_ms,
-            log_cleaner_interval_ms
+            log_cleaner_interval_ms,
+            rack_key,
+            rack_wait_ms
         );
+        if self.rack_from_file.is_some() {
+            c.rack_from_file = self.rack_from_file;
+        }
         if self.advertised_kafka.is_some() {
             c.advertised_kafka = self.advertised_kafka;
         }

@@ -450,6 +450,7 @@ impl Kubelet {
             }
             self.failed.remove(uid);
         }
+        self.refresh_downward(pod, uid)?;
         let now = Instant::now();
         let Some(local) = self.pods.get_mut(uid) else { return Ok(()) };
         if local.killing.is_some_and(|at| now >= at) {
@@ -586,6 +587,29 @@ impl Kubelet {
             fs::write(&file, bytes).with_context(|| format!("write {}", file.display()))?;
             fs::set_permissions(&file, fs::Permissions::from_mode(f.mode))
                 .with_context(|| format!("chmod {:o} {}", f.mode, file.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the downward-API files of a running pod whose content changed (a label or
+    /// annotation set after the pod started), as the kubelet does: each file is replaced
+    /// whole (written beside it, then renamed over it), so a reader never sees half of one.
+    fn refresh_downward(&self, pod: &Pod, uid: &str) -> Result<()> {
+        let Some(local) = self.pods.get(uid) else { return Ok(()) };
+        let at = Placement { pod_ip: local.ip, host_ip: HOST_IP, node_name: &self.node };
+        let files = volumes::downward_files(pod, at).map_err(|e| anyhow!("downward-API files: {e}"))?;
+        for f in files {
+            let Content::Bytes(bytes) = f.content else { continue };
+            let path = self.dir.join("pods").join(uid).join(&f.volume).join(&f.path);
+            if fs::read(&path).ok().as_deref() == Some(bytes.as_slice()) {
+                continue;
+            }
+            let tmp = path.with_extension("refresh");
+            fs::write(&tmp, &bytes).with_context(|| format!("write {}", tmp.display()))?;
+            fs::set_permissions(&tmp, fs::Permissions::from_mode(f.mode))
+                .with_context(|| format!("chmod {}", tmp.display()))?;
+            fs::rename(&tmp, &path).with_context(|| format!("rename onto {}", path.display()))?;
+            self.log.line(&format!("pod {}: downward-API file {}/{} updated", local.name, f.volume, f.path));
         }
         Ok(())
     }

@@ -339,6 +339,8 @@ pub fn field_value(pod: &Pod, path: &str, at: Placement<'_>) -> Result<String, S
         return Ok(v);
     }
     Ok(match path {
+        "metadata.labels" => downward_map(meta.labels.as_ref()),
+        "metadata.annotations" => downward_map(meta.annotations.as_ref()),
         "metadata.name" => meta.name.clone().unwrap_or_default(),
         "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
@@ -348,6 +350,27 @@ pub fn field_value(pod: &Pod, path: &str, at: Placement<'_>) -> Result<String, S
         "status.hostIP" | "status.hostIPs" => at.host_ip.to_string(),
         other => return Err(format!("fieldPath {other:?} is not supported")),
     })
+}
+
+/// A whole label or annotation map as the kubelet writes it into a downward-API file: one
+/// `key="value"` line per key, sorted, values quoted as Go's `%q` quotes them.
+pub fn downward_map(map: Option<&BTreeMap<String, String>>) -> String {
+    let quote = |v: &str| {
+        let mut out = String::from('"');
+        for c in v.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    };
+    map.into_iter().flatten().map(|(k, v)| format!("{k}={}", quote(v))).collect::<Vec<_>>().join("\n")
 }
 
 /// Kubernetes' `$(VAR)` expansion: a defined variable is replaced, an undefined reference is
@@ -468,6 +491,16 @@ mod tests {
 
     fn env_of(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn whole_label_and_annotation_maps_are_written_as_the_kubelet_writes_them() {
+        let map = BTreeMap::from([
+            ("strom.dev/rack".to_string(), "zone-a".to_string()),
+            ("a".to_string(), "say \"hi\"\\n".to_string()),
+        ]);
+        assert_eq!(downward_map(Some(&map)), "a=\"say \\\"hi\\\"\\\\n\"\nstrom.dev/rack=\"zone-a\"");
+        assert_eq!(downward_map(None), "");
     }
 
     #[test]

@@ -112,6 +112,26 @@ pub fn files(
     Ok(out)
 }
 
+/// The downward-API files of `pod` alone (downwardAPI volumes and projected downwardAPI
+/// sources): what the kubelet keeps current while the pod runs, since labels and annotations
+/// may change.
+pub fn downward_files(pod: &Pod, at: Placement<'_>) -> Result<Vec<VolumeFile>, LaunchError> {
+    let objects = Objects::default();
+    let mut out = Vec::new();
+    for v in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
+        let mut volume = Files { volume: &v.name, objects: &objects, mounts: &[], out: &mut out };
+        let mode = |m: Option<i32>| m.map_or(DEFAULT_MODE, mode_bits);
+        if let Some(d) = &v.downward_api {
+            volume.downward(pod, d.items.as_deref().unwrap_or_default(), at, mode(d.default_mode))?;
+        } else if let Some(p) = &v.projected {
+            for d in p.sources.iter().flatten().filter_map(|s| s.downward_api.as_ref()) {
+                volume.downward(pod, d.items.as_deref().unwrap_or_default(), at, mode(p.default_mode))?;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A ConfigMap or Secret source of a volume.
 struct Keyed<'a> {
     kind: Kind,

@@ -14,11 +14,11 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecurityContext, Service, ServicePort, ServiceSpec, TopologySpreadConstraint, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, DownwardAPIVolumeFile,
+    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec,
+    TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -236,7 +236,8 @@ fn args(names: &Names, spec: &ClusterSpec) -> Vec<String> {
         format!("--advertised-internal={dns}:{}", l.internal),
     ];
     if spec.rack.is_some() {
-        args.push("--rack=$(RACK)".to_string());
+        args.push(format!("--rack-from-file={}/annotations", names::POD_INFO_DIR));
+        args.push(format!("--rack-key={}", names::RACK_ANNOTATION));
     }
     args
 }
@@ -256,15 +257,12 @@ fn probe(path: &str, period: i32, failures: i32) -> Probe {
 }
 
 fn broker_container(names: &Names, spec: &ClusterSpec) -> Container {
-    let mut env = vec![
+    let env = vec![
         field_env("NODE_ID", &format!("metadata.labels['{}']", names::POD_INDEX_LABEL)),
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
         field_env("POD_IP", "status.podIP"),
     ];
-    if let Some(rack) = &spec.rack {
-        env.push(field_env("RACK", &format!("metadata.labels['{}']", rack.topology_key)));
-    }
     let port = |name: &str, port: i32| ContainerPort {
         name: Some(name.to_string()),
         container_port: port,
@@ -294,17 +292,44 @@ fn broker_container(names: &Names, spec: &ClusterSpec) -> Container {
             capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
             ..SecurityContext::default()
         }),
-        volume_mounts: Some(vec![
-            VolumeMount { name: "data".into(), mount_path: names::DATA_MOUNT.into(), ..VolumeMount::default() },
-            VolumeMount {
-                name: "config".into(),
-                mount_path: names::CONFIG_DIR.into(),
+        volume_mounts: Some(
+            vec![
+                VolumeMount { name: "data".into(), mount_path: names::DATA_MOUNT.into(), ..VolumeMount::default() },
+                VolumeMount {
+                    name: "config".into(),
+                    mount_path: names::CONFIG_DIR.into(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                },
+                VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..VolumeMount::default() },
+            ]
+            .into_iter()
+            .chain(spec.rack.as_ref().map(|_| VolumeMount {
+                name: "pod-info".into(),
+                mount_path: names::POD_INFO_DIR.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
-            },
-            VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..VolumeMount::default() },
-        ]),
+            }))
+            .collect(),
+        ),
         ..Container::default()
+    }
+}
+
+/// The pod's annotations as a file, for `--rack-from-file` (the kubelet rewrites it when the
+/// operator adds the rack annotation).
+fn pod_info_volume() -> Volume {
+    Volume {
+        name: "pod-info".into(),
+        downward_api: Some(DownwardAPIVolumeSource {
+            items: Some(vec![DownwardAPIVolumeFile {
+                path: "annotations".into(),
+                field_ref: Some(ObjectFieldSelector { field_path: "metadata.annotations".into(), api_version: None }),
+                ..DownwardAPIVolumeFile::default()
+            }]),
+            ..DownwardAPIVolumeSource::default()
+        }),
+        ..Volume::default()
     }
 }
 
@@ -362,22 +387,31 @@ fn pod_template(names: &Names, spec: &ClusterSpec, valid: &Valid) -> Result<PodT
             topology_spread_constraints: spread,
             node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
             tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
-            volumes: Some(vec![
-                Volume {
-                    name: "config".into(),
-                    config_map: Some(ConfigMapVolumeSource {
-                        name: names.config_map(),
-                        items: Some(vec![KeyToPath {
-                            key: names::CONFIG_FILE.into(),
-                            path: names::CONFIG_FILE.into(),
-                            mode: None,
-                        }]),
-                        ..ConfigMapVolumeSource::default()
-                    }),
-                    ..Volume::default()
-                },
-                Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() },
-            ]),
+            volumes: Some(
+                vec![
+                    Volume {
+                        name: "config".into(),
+                        config_map: Some(ConfigMapVolumeSource {
+                            name: names.config_map(),
+                            items: Some(vec![KeyToPath {
+                                key: names::CONFIG_FILE.into(),
+                                path: names::CONFIG_FILE.into(),
+                                mode: None,
+                            }]),
+                            ..ConfigMapVolumeSource::default()
+                        }),
+                        ..Volume::default()
+                    },
+                    Volume {
+                        name: "tmp".into(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Volume::default()
+                    },
+                ]
+                .into_iter()
+                .chain(spec.rack.as_ref().map(|_| pod_info_volume()))
+                .collect(),
+            ),
             ..PodSpec::default()
         }),
     };
@@ -511,7 +545,11 @@ mod tests {
         assert_eq!((policy.when_deleted.as_deref(), policy.when_scaled.as_deref()), (Some("Delete"), Some("Delete")));
         let pod = sts.template.spec.expect("pod");
         assert_eq!(pod.topology_spread_constraints.expect("spread")[0].topology_key, "topology.kubernetes.io/zone");
-        assert!(pod.containers[0].args.clone().expect("args").contains(&"--rack=$(RACK)".to_string()));
+        let args = pod.containers[0].args.clone().expect("args");
+        assert!(args.contains(&"--rack-from-file=/etc/podinfo/annotations".to_string()), "{args:?}");
+        let volume = pod.volumes.expect("volumes").into_iter().find(|v| v.name == "pod-info").expect("pod-info");
+        let items = volume.downward_api.and_then(|d| d.items).expect("items");
+        assert_eq!(items[0].field_ref.as_ref().map(|f| f.field_path.as_str()), Some("metadata.annotations"));
     }
 
     #[test]

@@ -17,6 +17,11 @@ pub const CLUSTER_LABEL: &str = "strom.dev/cluster";
 /// Where the ConfigMap's broker config is mounted, and its file name.
 pub const CONFIG_DIR: &str = "/etc/strom";
 pub const CONFIG_FILE: &str = "broker.toml";
+/// Pod annotation with the broker's rack, copied by the operator from its node's topology
+/// label once the pod is scheduled (Kubernetes does not tell pods their node's labels).
+pub const RACK_ANNOTATION: &str = "strom.dev/rack";
+/// Where the pod's annotations are (a downward-API volume the kubelet keeps current).
+pub const POD_INFO_DIR: &str = "/etc/podinfo";
 /// Where the broker's claim is mounted; the data directory is a folder inside it (a fresh
 /// volume's root may hold `lost+found`).
 pub const DATA_MOUNT: &str = "/var/lib/strom";

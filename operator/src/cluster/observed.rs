@@ -52,6 +52,10 @@ pub struct PodView {
     pub ready: bool,
     pub terminating: bool,
     pub restarts: i32,
+    /// The node it is scheduled on.
+    pub node: Option<String>,
+    /// Its `strom.dev/rack` annotation, once the operator set it.
+    pub rack: Option<String>,
 }
 
 /// The cluster as its brokers see it (admin API: DescribeCluster, ListTopics).
@@ -70,6 +74,7 @@ pub struct BrokerView {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BrokerInfo {
+    pub rack: Option<String>,
     pub live: bool,
     pub voter: bool,
     pub replicas: i32,
@@ -109,8 +114,18 @@ impl PodView {
             restarts: status
                 .and_then(|s| s.container_statuses.as_ref())
                 .map_or(0, |c| c.iter().map(|c| c.restart_count).sum()),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            rack: pod.metadata.annotations.as_ref().and_then(|a| a.get(names::RACK_ANNOTATION).cloned()),
         }
     }
+}
+
+/// Scheduled pods whose rack annotation the operator has yet to set: (ordinal, pod, node).
+pub fn pods_without_rack(pods: &BTreeMap<i32, PodView>) -> Vec<(i32, String, String)> {
+    pods.iter()
+        .filter(|(_, p)| p.rack.is_none() && !p.terminating)
+        .filter_map(|(id, p)| Some((*id, p.name.clone(), p.node.clone()?)))
+        .collect()
 }
 
 /// The cluster's broker pods by ordinal (pods of other StatefulSets are ignored).

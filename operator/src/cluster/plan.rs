@@ -469,6 +469,7 @@ fn broker_statuses(i: &Inputs<'_>) -> Vec<BrokerStatus> {
             let up = i.observed.broker_up(id);
             BrokerStatus {
                 id,
+                rack: info.and_then(|b| b.rack.clone()).or_else(|| before.and_then(|b| b.rack.clone())),
                 ready: i.observed.pods.get(&id).is_some_and(|p| p.ready),
                 live: match view {
                     Some(_) => info.is_some_and(|b| b.live),

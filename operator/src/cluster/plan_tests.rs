@@ -32,8 +32,9 @@ impl World {
         let spec = spec(n);
         let valid = validate(&spec, &Names::new("c", "ns", "cluster.local")).expect("valid");
         let pods = (0..n).map(|id| (id, pod(id, "rev1", true))).collect();
-        let brokers =
-            (0..n).map(|id| (id, BrokerInfo { live: true, voter: id < 3, replicas: 4, leaders: 1 })).collect();
+        let brokers = (0..n)
+            .map(|id| (id, BrokerInfo { rack: None, live: true, voter: id < 3, replicas: 4, leaders: 1 }))
+            .collect();
         let observed = Observed {
             statefulset: Some(StatefulSetView {
                 replicas: n,
@@ -83,7 +84,7 @@ impl World {
 
     fn register(&mut self, id: i32, replicas: i32) {
         self.observed.pods.insert(id, pod(id, "rev1", true));
-        self.view().brokers.insert(id, BrokerInfo { live: true, voter: false, replicas, leaders: 0 });
+        self.view().brokers.insert(id, BrokerInfo { rack: None, live: true, voter: false, replicas, leaders: 0 });
     }
 }
 
@@ -95,6 +96,8 @@ fn pod(id: i32, revision: &str, ready: bool) -> PodView {
         ready,
         terminating: false,
         restarts: 0,
+        node: Some("node-a".into()),
+        rack: None,
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
@@ -26,8 +26,8 @@ use crate::crd::cluster::{Cluster, ClusterStatus, Operation, OperationKind};
 use crate::quantity;
 
 use super::desired::{desired, BuildError, Desired};
-use super::names::{Names, FIELD_MANAGER};
-use super::observed::{pods_by_ordinal, Observed, StatefulSetView};
+use super::names::{self, Names, FIELD_MANAGER};
+use super::observed::{pods_by_ordinal, pods_without_rack, Observed, StatefulSetView};
 use super::plan::{plan, wanted_rebalance, Inputs, Plan, RebalanceMode, Step};
 use super::status::{health, status, StatusInputs};
 use super::validate::validate;
@@ -140,6 +140,9 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
         }
     };
     apply_all(ctx, &names, &objects).await?;
+    if let Some(rack) = &cluster.spec.rack {
+        set_racks(ctx, &names, &observed, &rack.topology_key).await?;
+    }
     expand_claims(ctx, cluster, &names, &observed, valid.storage_bytes).await;
 
     let done = carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step).await?;
@@ -233,6 +236,31 @@ async fn apply_all(ctx: &Context, names: &Names, d: &Desired) -> Result<(), Erro
     apply::<Service>(ctx, ns, "Service", &d.bootstrap_service).await?;
     apply::<StatefulSet>(ctx, ns, "StatefulSet", &d.statefulset).await?;
     apply::<PodDisruptionBudget>(ctx, ns, "PodDisruptionBudget", &d.pdb).await?;
+    Ok(())
+}
+
+/// Gives each scheduled broker pod the `strom.dev/rack` annotation from its node's
+/// `topology_key` label (empty when the node has none); the broker waits for it at start
+/// (`--rack-from-file`). Set once: a pod never changes node.
+async fn set_racks(ctx: &Context, names: &Names, observed: &Observed, topology_key: &str) -> Result<(), Error> {
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    for (id, pod, node) in pods_without_rack(&observed.pods) {
+        let labels = nodes
+            .get_opt(&node)
+            .await
+            .map_err(|source| Error::Read { what: "node", cluster: names.cluster.clone(), source: Box::new(source) })?
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
+        let rack = labels.get(topology_key).cloned().unwrap_or_default();
+        let patch = json!({"metadata": {"annotations": {names::RACK_ANNOTATION: rack}}});
+        pods.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|source| Error::Apply {
+            kind: "Pod",
+            name: pod.clone(),
+            source: Box::new(source),
+        })?;
+        tracing::info!(cluster = %names.cluster, broker = id, node = %node, rack = %rack, "rack set from the node's {topology_key} label");
+    }
     Ok(())
 }
 

@@ -213,9 +213,8 @@ pub struct ExternalListener {
 #[serde(rename_all = "camelCase")]
 pub struct Rack {
     /// Node label whose value is a broker's rack, e.g. `topology.kubernetes.io/zone`. Brokers
-    /// are spread over its values, and each learns its rack from the same label on its pod
-    /// (Kubernetes copies the zone and region labels of the node onto the pod where its
-    /// PodTopologyLabelsAdmission feature is on; docs/operator.md).
+    /// are spread over its values; the operator copies each broker's node label onto its pod
+    /// (annotation `strom.dev/rack`), and the broker registers with it.
     #[schemars(length(min = 1))]
     pub topology_key: String,
 }
@@ -342,6 +341,9 @@ pub struct ClusterStatus {
 pub struct BrokerStatus {
     /// Broker id (= pod ordinal).
     pub id: i32,
+    /// The rack it registered with (`spec.rack`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
     /// Its pod is Ready (serving, caught up with the metadata).
     pub ready: bool,
     /// Registered with the controller and not fenced.
