@@ -592,6 +592,11 @@ fn two_operators_share_one_lease_and_the_survivor_finishes_a_scale_down_the_kill
     c.wait_ready(3, SETTLE * 2).unwrap();
     let standby = c.operators.iter().find(|o| o.identity == survivor).unwrap();
     assert!(reconciles(standby) > 0.0);
+    // The survivor resumed the scale-down recorded in status; it did not start another.
+    let events = c.events().unwrap();
+    let started = events.iter().filter(|e| e.1 == "ScaleDownStarted").count();
+    assert_eq!(started, 1, "one scale-down, resumed: {events:?}");
+    assert!(events.iter().any(|e| e.1 == "ScaleDownFinished"), "{events:?}");
     let ids: Vec<i64> = c.describe(0).unwrap()["cluster"]["brokers"]
         .as_array()
         .unwrap()

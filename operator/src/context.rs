@@ -1,7 +1,8 @@
 //! What every reconcile shares: the Kubernetes client, the Event recorder, metrics, and the
 //! operator's settings.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::runtime::events::{Recorder, Reporter};
@@ -39,6 +40,9 @@ pub struct Context {
     pub reporter: Reporter,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
+    /// Warnings already published that would only repeat themselves (keys of
+    /// [`Context::first_warning`]).
+    warned: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -50,7 +54,12 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
         let reporter = Reporter { controller: "strom-operator".into(), instance: std::env::var("POD_NAME").ok() };
-        Context { client, reporter, metrics, settings }
+        Context { client, reporter, metrics, settings, warned: Arc::default() }
+    }
+
+    /// True the first time `key` is asked about: for Warnings that say the same every time.
+    pub fn first_warning(&self, key: &str) -> bool {
+        self.warned.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string())
     }
 
     /// A recorder for one Event. kube's Recorder folds every later Event with the same

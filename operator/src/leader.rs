@@ -2,8 +2,10 @@
 //! reconcile at once: one holds the Lease and renews it; the other waits until the Lease has
 //! not been renewed for its duration (measured on its own clock from when it last saw the
 //! Lease change, as client-go does, so clock skew between nodes does not matter), then takes
-//! it with an optimistic-concurrency update. A holder that cannot renew within the duration
-//! stops reconciling; one that shuts down releases the Lease so the other takes over at once.
+//! it with an optimistic-concurrency update. A holder gives up when no renewal has succeeded
+//! within two thirds of the duration, counted from when the last successful one was sent (and
+//! each attempt is cut off at that deadline), so it stops acting before a standby may take the
+//! Lease; one that shuts down releases the Lease so the other takes over at once.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,11 @@ pub struct LeaseSettings {
 impl LeaseSettings {
     fn renew_every(&self) -> Duration {
         self.duration / 3
+    }
+
+    /// A renewal must succeed within this long of the last one that did (client-go: 10 s of 15).
+    fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
     }
 }
 
@@ -60,7 +67,8 @@ pub async fn acquire(client: &Client, settings: LeaseSettings) -> Result<Leaders
     let fail = |source| LeaseError::Api { namespace: settings.namespace.clone(), name: settings.name.clone(), source };
     // The Lease's resourceVersion as last seen, and when it was first seen (our clock).
     let mut seen: Option<(String, Instant)> = None;
-    loop {
+    let acquired_at = loop {
+        let sent = Instant::now();
         match api.get_opt(&settings.name).await.map_err(fail)? {
             None => {
                 let lease = Lease {
@@ -68,7 +76,7 @@ pub async fn acquire(client: &Client, settings: LeaseSettings) -> Result<Leaders
                     spec: Some(held(&settings, None)),
                 };
                 match api.create(&PostParams::default(), &lease).await {
-                    Ok(_) => break,
+                    Ok(_) => break sent,
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
                     Err(e) => return Err(fail(e)),
                 }
@@ -92,7 +100,7 @@ pub async fn acquire(client: &Client, settings: LeaseSettings) -> Result<Leaders
                     let mut next = lease.clone();
                     next.spec = Some(held(&settings, Some(&spec)));
                     match api.replace(&settings.name, &PostParams::default(), &next).await {
-                        Ok(_) => break,
+                        Ok(_) => break sent,
                         // Someone else wrote it first: look again.
                         Err(kube::Error::Api(e)) if e.code == 409 => {}
                         Err(e) => return Err(fail(e)),
@@ -101,10 +109,10 @@ pub async fn acquire(client: &Client, settings: LeaseSettings) -> Result<Leaders
             }
         }
         tokio::time::sleep(settings.renew_every().min(Duration::from_secs(2))).await;
-    }
+    };
     tracing::info!(lease = %settings.name, identity = %settings.identity, "acquired the leader Lease");
     let (tx, lost) = watch::channel(false);
-    let task = tokio::spawn(renew(api.clone(), settings.clone(), tx));
+    let task = tokio::spawn(renew(api.clone(), settings.clone(), acquired_at, tx));
     Ok(Leadership { lost, task, api, settings })
 }
 
@@ -122,12 +130,16 @@ fn held(s: &LeaseSettings, before: Option<&LeaseSpec>) -> LeaseSpec {
     }
 }
 
-/// Renews the Lease until a renewal fails for longer than the Lease's duration or another
-/// holder appears; then says the Lease is lost.
-async fn renew(api: Api<Lease>, s: LeaseSettings, lost: watch::Sender<bool>) {
-    let mut last_renewed = Instant::now();
+/// Renews the Lease every third of its duration. Gives up (and says the Lease is lost) when
+/// another holder appears, or when no renewal succeeded within the renew deadline of the last
+/// one that did, counted from when that one was sent; each attempt is cut off at the deadline,
+/// so a hung call cannot keep a holder acting past it.
+async fn renew(api: Api<Lease>, s: LeaseSettings, acquired_at: Instant, lost: watch::Sender<bool>) {
+    let mut last_ok = acquired_at;
     loop {
         tokio::time::sleep(s.renew_every()).await;
+        let sent = Instant::now();
+        let left = s.renew_deadline().saturating_sub(sent.duration_since(last_ok));
         let attempt = async {
             let mut lease = api.get(&s.name).await?;
             let spec = lease.spec.clone().unwrap_or_default();
@@ -138,20 +150,20 @@ async fn renew(api: Api<Lease>, s: LeaseSettings, lost: watch::Sender<bool>) {
             api.replace(&s.name, &PostParams::default(), &lease).await?;
             Ok(true)
         };
-        match attempt.await {
-            Ok(true) => last_renewed = Instant::now(),
-            Ok(false) => {
+        match tokio::time::timeout(left, attempt).await {
+            Ok(Ok(true)) => last_ok = sent,
+            Ok(Ok(false)) => {
                 tracing::error!(lease = %s.name, "another process holds the leader Lease now");
                 let _ = lost.send(true);
                 return;
             }
-            Err(e) => {
-                tracing::warn!(lease = %s.name, error = %e, "renewing the leader Lease failed");
-                if last_renewed.elapsed() >= s.duration {
-                    let _ = lost.send(true);
-                    return;
-                }
-            }
+            Ok(Err(e)) => tracing::warn!(lease = %s.name, error = %e, "renewing the leader Lease failed"),
+            Err(_) => tracing::warn!(lease = %s.name, "renewing the leader Lease timed out"),
+        }
+        if last_ok.elapsed() >= s.renew_deadline() {
+            tracing::error!(lease = %s.name, deadline = ?s.renew_deadline(), "could not renew the leader Lease in time");
+            let _ = lost.send(true);
+            return;
         }
     }
 }

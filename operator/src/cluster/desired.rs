@@ -65,13 +65,29 @@ pub fn desired(
     claim_size: &str,
 ) -> Result<Desired, BuildError> {
     let owner = owner_reference(cluster)?;
+    let mut statefulset = statefulset(names, &owner, &cluster.spec, valid, replicas, claim_size)?;
+    let hash = template_hash(&statefulset);
+    statefulset
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(names::TEMPLATE_HASH_ANNOTATION.into(), hash);
     Ok(Desired {
         config_map: config_map(names, &owner, valid),
         headless_service: headless_service(names, &owner, &cluster.spec),
         bootstrap_service: bootstrap_service(names, &owner, &cluster.spec),
-        statefulset: statefulset(names, &owner, &cluster.spec, valid, replicas, claim_size)?,
+        statefulset,
         pdb: pdb(names, &owner),
     })
+}
+
+/// Hash of a StatefulSet's pod template as the operator builds it, kept in an annotation on
+/// the StatefulSet: a status computed before an apply tells from it that the apply changes the
+/// template (a rolling restart is about to start: not Ready yet).
+pub fn template_hash(sts: &StatefulSet) -> String {
+    let template = sts.spec.as_ref().map(|s| serde_json::to_vec(&s.template).unwrap_or_default()).unwrap_or_default();
+    let digest = Sha256::digest(&template);
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn owner_reference(cluster: &Cluster) -> Result<OwnerReference, BuildError> {

@@ -45,8 +45,9 @@ use crate::crd::cluster::Cluster;
 use self::names::CLUSTER_LABEL;
 use self::reconcile::{backoff, error_chain, Error};
 
-/// Consecutive failures per Cluster, for the backoff.
-type Failures = Arc<Mutex<HashMap<String, u32>>>;
+/// Per Cluster: failures in a row (for the backoff) and the last error's message (so that
+/// the same error is announced once, not on every retry).
+type Failures = Arc<Mutex<HashMap<String, (u32, String)>>>;
 
 /// Runs the Cluster controller until `shutdown` resolves (then finishes the reconciles in
 /// flight). `namespace`: watch only that namespace.
@@ -84,9 +85,25 @@ pub async fn run(
                 let failures = failures.clone();
                 async move {
                     let key = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
-                    let result = reconcile::reconcile(cluster, ctx).await;
-                    if result.is_ok() {
-                        failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                    let result = reconcile::reconcile(cluster.clone(), ctx.clone()).await;
+                    match &result {
+                        Ok(_) => {
+                            failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                        }
+                        Err(e) => {
+                            // A failure shows up on the Cluster as a Warning Event, once per message.
+                            let message = error_chain(e);
+                            let new = {
+                                let mut f = failures.lock().unwrap_or_else(|e| e.into_inner());
+                                let entry = f.entry(key.clone()).or_default();
+                                let new = entry.1 != message;
+                                entry.1 = message.clone();
+                                new
+                            };
+                            if new {
+                                reconcile::warn(&ctx, &cluster, "ReconcileFailed", message).await;
+                            }
+                        }
                     }
                     result
                 }
@@ -94,9 +111,9 @@ pub async fn run(
             move |cluster: Arc<Cluster>, error: &Error, _ctx| {
                 let key = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
                 let mut failures = on_error.lock().unwrap_or_else(|e| e.into_inner());
-                let n = failures.entry(key.clone()).or_default();
-                *n += 1;
-                let wait = backoff(*n);
+                let entry = failures.entry(key.clone()).or_default();
+                entry.0 += 1;
+                let wait = backoff(entry.0);
                 tracing::warn!(cluster = %key, error = %error_chain(error), retry_in = ?wait, "reconcile failed");
                 Action::requeue(wait)
             },

@@ -12,6 +12,8 @@ pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// Pod template annotation: hash of the broker config, so a config change rolls the pods.
 pub const CONFIG_HASH_ANNOTATION: &str = "strom.dev/config-hash";
+/// StatefulSet annotation: hash of the pod template the operator built last.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "strom.dev/template-hash";
 /// Label on everything the operator manages for a cluster: the Cluster's name.
 pub const CLUSTER_LABEL: &str = "strom.dev/cluster";
 /// Where the ConfigMap's broker config is mounted, and its file name.

@@ -41,6 +41,8 @@ pub struct StatefulSetView {
     pub status_current: bool,
     /// Size of the claim template (fixed at creation).
     pub claim_size: Option<String>,
+    /// The pod template hash the operator annotated it with when it applied it last.
+    pub template_hash: Option<String>,
 }
 
 /// One broker pod.
@@ -95,6 +97,11 @@ impl StatefulSetView {
                 .and_then(|t| t.iter().find(|c| c.metadata.name.as_deref() == Some("data")))
                 .and_then(|c| c.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage").cloned())
                 .map(|q| q.0),
+            template_hash: sts
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(names::TEMPLATE_HASH_ANNOTATION).cloned()),
         }
     }
 }

@@ -23,6 +23,10 @@ use crate::crd::cluster::{BrokerStatus, ClusterSpec, ClusterStatus, Operation, O
 use super::observed::{BrokerView, Observed, Planned, StatefulSetView};
 use super::validate::Valid;
 
+/// How long a broker that is registered and live must have been not Ready before a rolling
+/// restart treats it as down (and restarts it ahead of the cluster's health).
+const DOWN_FOR_RESTART: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What the plan is made from.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
@@ -89,6 +93,12 @@ pub enum Outcome {
     Progressing(String),
     /// Cannot go on until the spec or the cluster changes.
     Blocked { reason: &'static str, message: String },
+}
+
+/// Those of `ids` the brokers know (an unregistered broker holds nothing, and the admin API
+/// refuses to plan for it).
+pub fn registered(view: &BrokerView, ids: &[i32]) -> Vec<i32> {
+    ids.iter().copied().filter(|id| view.brokers.contains_key(id)).collect()
 }
 
 /// The rebalance whose dry run the plan needs observed for `op` (mode and brokers).
@@ -192,22 +202,8 @@ fn start_operation(i: &Inputs<'_>, sts: &StatefulSetView, plan: &mut Plan) {
         continue_operation(i, sts, op, plan);
         return;
     }
-    if let Some(after) = i.valid.replace_after {
-        let lost = plan.brokers.iter().find(|b| {
-            !b.replaced && down_for(b, i.now).is_some_and(|d| d >= after) && i.observed.replicas_on(b.id) > 0
-        });
-        if let Some(b) = lost {
-            let id = b.id;
-            let op = operation(i, OperationKind::ReplaceBroker, current, current, Phase::MovingReplicas, vec![id]);
-            plan.outcome = Outcome::Progressing(format!(
-                "broker {id} has been down longer than {after:?}: moving its replicas away"
-            ));
-            plan.operation = Some(op);
-            if let Some(b) = plan.brokers.iter_mut().find(|b| b.id == id) {
-                b.replaced = true;
-            }
-            return;
-        }
+    if start_replacement(i, current, plan) {
+        return;
     }
     if let Some(b) = plan.brokers.iter().find(|b| b.replaced && i.observed.broker_up(b.id)) {
         let id = b.id;
@@ -217,10 +213,46 @@ fn start_operation(i: &Inputs<'_>, sts: &StatefulSetView, plan: &mut Plan) {
     }
 }
 
+/// A broker down longer than `failover.replaceAfter` while it holds replicas, and enough live
+/// brokers besides it to take them (as many as the largest replication factor): starts
+/// moving its replicas away. Without that room the replacement could never finish, so it
+/// is not started; the broker stays reported as down.
+fn start_replacement(i: &Inputs<'_>, current: i32, plan: &mut Plan) -> bool {
+    let (Some(after), Some(view)) = (i.valid.replace_after, &i.observed.brokers) else { return false };
+    let lost = plan
+        .brokers
+        .iter()
+        .find(|b| !b.replaced && down_for(b, i.now).is_some_and(|d| d >= after) && i.observed.replicas_on(b.id) > 0);
+    let Some(id) = lost.map(|b| b.id) else { return false };
+    let others = i32::try_from(view.brokers.iter().filter(|(b, info)| **b != id && info.live).count()).unwrap_or(0);
+    if others < view.max_replication_factor {
+        return false;
+    }
+    let op = operation(i, OperationKind::ReplaceBroker, current, current, Phase::MovingReplicas, vec![id]);
+    plan.outcome =
+        Outcome::Progressing(format!("broker {id} has been down longer than {after:?}: moving its replicas away"));
+    plan.operation = Some(op);
+    if let Some(b) = plan.brokers.iter_mut().find(|b| b.id == id) {
+        b.replaced = true;
+    }
+    true
+}
+
 fn continue_operation(i: &Inputs<'_>, sts: &StatefulSetView, mut op: Operation, plan: &mut Plan) {
     match op.kind {
         OperationKind::ScaleUp => {
             plan.statefulset_replicas = op.to_replicas;
+            if op.phase == Phase::WaitingForBrokers && i.spec.replicas < op.to_replicas {
+                // The spec gave up on brokers that never registered (a pod that cannot be
+                // scheduled, a bad image): stop waiting; a scale-down follows from the spec.
+                plan.statefulset_replicas = sts.replicas;
+                plan.outcome = Outcome::Progressing(format!(
+                    "scale-up to {} abandoned: spec.replicas is now {}",
+                    op.to_replicas, i.spec.replicas
+                ));
+                plan.operation = None;
+                return;
+            }
             if op.phase == Phase::WaitingForBrokers {
                 let registered = op
                     .brokers
@@ -246,8 +278,28 @@ fn continue_operation(i: &Inputs<'_>, sts: &StatefulSetView, mut op: Operation, 
             move_replicas(i, op, plan, false);
         }
         OperationKind::ScaleDown => continue_scale_down(i, op, plan),
-        OperationKind::RollingRestart => continue_restart(i, sts, op, plan),
-        OperationKind::ReplaceBroker => move_replicas(i, op, plan, true),
+        OperationKind::RollingRestart => {
+            // A broker lost longer than replaceAfter comes first: the restart waits for every
+            // broker to be ready, which a lost one never is. The restart resumes afterwards
+            // (its pods are still on the old template).
+            if start_replacement(i, sts.replicas, plan) {
+                return;
+            }
+            continue_restart(i, sts, op, plan);
+        }
+        OperationKind::ReplaceBroker => {
+            let id = op.brokers.first().copied().unwrap_or(-1);
+            let moving = i.observed.brokers.as_ref().is_some_and(|v| v.reassigning > 0);
+            let moot = i.observed.broker_up(id) || i.valid.replace_after.is_none() || i.spec.replicas != sts.replicas;
+            if moot && !moving {
+                // The broker is back (or the spec changed): nothing left to replace; what was
+                // moved comes back to it as a refill.
+                plan.operation = None;
+                plan.outcome = Outcome::Progressing(format!("replacing broker {id} no longer needed"));
+                return;
+            }
+            move_replicas(i, op, plan, true);
+        }
         OperationKind::RefillBroker => {
             let ids = op.brokers.clone();
             move_replicas(i, op, plan, false);
@@ -293,7 +345,7 @@ fn move_replicas(i: &Inputs<'_>, mut op: Operation, plan: &mut Plan, must_empty:
             let mode = wanted_rebalance(&op).map_or(RebalanceMode::AddBrokers, |(m, _)| m);
             plan.step = Step::Rebalance {
                 mode,
-                brokers: op.brokers.clone(),
+                brokers: registered(view, &op.brokers),
                 throttle_bytes_per_sec: i.valid.throttle_bytes_per_sec,
                 max_moves: i.spec.rebalance.max_concurrent_moves,
             };
@@ -329,7 +381,10 @@ fn move_replicas(i: &Inputs<'_>, mut op: Operation, plan: &mut Plan, must_empty:
 fn continue_scale_down(i: &Inputs<'_>, mut op: Operation, plan: &mut Plan) {
     match op.phase {
         Phase::MovingReplicas => {
-            plan.statefulset_replicas = op.from_replicas;
+            // Never grow the StatefulSet back: after a shrink, a drain again (replicas that
+            // reached a leaving broker late) keeps the smaller size.
+            plan.statefulset_replicas =
+                op.from_replicas.min(i.observed.statefulset.as_ref().map_or(op.from_replicas, |s| s.replicas));
             if i.spec.replicas != op.to_replicas {
                 // The spec changed its mind while replicas were moving off the leaving brokers:
                 // stop the moves; the next plan starts from the new spec.
@@ -363,6 +418,19 @@ fn continue_scale_down(i: &Inputs<'_>, mut op: Operation, plan: &mut Plan) {
             let registered: Vec<i32> = op.brokers.iter().copied().filter(|id| view.brokers.contains_key(id)).collect();
             if registered.is_empty() {
                 return finish(plan, "scaled down");
+            }
+            let holding: Vec<i32> = registered.iter().copied().filter(|id| view.brokers[id].replicas > 0).collect();
+            if !holding.is_empty() {
+                // A replica reached a leaving broker after its drain (e.g. a topic created
+                // meanwhile): drain again before removing it, which the brokers would refuse.
+                op.phase = Phase::MovingReplicas;
+                op.progress = None;
+                plan.outcome = Outcome::Progressing(format!(
+                    "brokers {} took replicas after their drain; draining again",
+                    list(&holding)
+                ));
+                plan.operation = Some(op);
+                return;
             }
             let live: Vec<i32> = registered.iter().copied().filter(|id| view.brokers[id].live).collect();
             if !live.is_empty() {
@@ -409,8 +477,20 @@ fn continue_restart(i: &Inputs<'_>, sts: &StatefulSetView, mut op: Operation, pl
         return;
     }
     // A broker that is down already costs nothing to restart: it goes first, whatever the
-    // cluster's health (it may be what is unhealthy).
-    if let Some(id) = stale.iter().copied().find(|id| !pods[id].ready) {
+    // cluster's health (it may be what is unhealthy). Down means fenced (or unregistered), or
+    // not Ready for a while: a readiness probe that fails once under load is not down, and
+    // restarting that broker while another catches up would take two out of the ISR.
+    let down = |id: i32| {
+        let fenced = i.observed.brokers.as_ref().is_some_and(|v| v.brokers.get(&id).is_none_or(|b| !b.live));
+        let long = plan
+            .brokers
+            .iter()
+            .find(|b| b.id == id)
+            .and_then(|b| down_for(b, i.now))
+            .is_some_and(|d| d >= DOWN_FOR_RESTART);
+        !pods[&id].ready && (fenced || long)
+    };
+    if let Some(id) = stale.iter().copied().find(|id| down(*id)) {
         plan.step = restart(i, id);
         plan.outcome = Outcome::Progressing(format!("restarting broker {id} (it was not ready)"));
         plan.operation = Some(op);

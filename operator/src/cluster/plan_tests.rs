@@ -41,6 +41,7 @@ impl World {
                 update_revision: Some("rev1".into()),
                 status_current: true,
                 claim_size: Some("1Gi".into()),
+                template_hash: None,
             }),
             pods,
             brokers: Some(BrokerView {
@@ -344,9 +345,40 @@ fn a_broker_that_is_down_is_restarted_first_even_while_partitions_are_under_repl
     let mut w = World::new(3, 3);
     with_new_revision(&mut w);
     w.observed.pods.insert(2, pod(2, "rev1", false));
+    w.view().brokers.get_mut(&2).expect("2").live = false;
     w.view().under_replicated = 4;
     let p = w.step();
     assert_eq!(p.step, Step::Restart { id: 2, pod: "c-broker-2".into(), uid: "uid-2-rev1".into() });
+}
+
+#[test]
+fn a_live_broker_whose_readiness_blinked_is_not_restarted_while_another_catches_up() {
+    let mut w = World::new(3, 3);
+    with_new_revision(&mut w);
+    restarted(&mut w, 0);
+    w.view().under_replicated = 3;
+    // Broker 2 failed its readiness probe a moment ago but is live: not "down".
+    w.observed.pods.insert(2, pod(2, "rev1", false));
+    let p = w.step();
+    assert_eq!(p.step, Step::Nothing, "{:?}", p.outcome);
+    // Not Ready for longer than 30 s: it is down, and goes first.
+    w.status.brokers[2].down_since = Some("2026-12-06T11:59:00Z".into());
+    assert_eq!(w.step().step, Step::Restart { id: 2, pod: "c-broker-2".into(), uid: "uid-2-rev1".into() });
+}
+
+#[test]
+fn a_lost_broker_past_replace_after_interrupts_a_rolling_restart() {
+    let mut w = World::new(4, 3);
+    w.valid.replace_after = Some(Duration::from_secs(30));
+    with_new_revision(&mut w);
+    w.step();
+    restarted(&mut w, 0);
+    w.observed.pods.insert(3, pod(3, "rev1", false));
+    w.view().brokers.get_mut(&3).expect("3").live = false;
+    w.status.brokers = w.plan().brokers;
+    w.status.brokers[3].down_since = Some("2026-12-06T11:58:00Z".into());
+    let p = w.step();
+    assert_eq!(p.operation.map(|o| (o.kind, o.brokers)), Some((OperationKind::ReplaceBroker, vec![3])));
 }
 
 #[test]
@@ -428,14 +460,69 @@ fn without_replace_after_a_lost_broker_is_only_reported() {
 }
 
 #[test]
-fn a_replacement_that_would_leave_too_few_brokers_is_blocked() {
+fn no_replacement_starts_when_the_other_brokers_could_not_hold_the_replicas() {
+    // Three brokers, replication factor 3: the lost broker's replicas have nowhere to go.
     let mut w = World::new(3, 3);
     w.valid.replace_after = Some(Duration::from_secs(1));
     w.observed.pods.insert(2, pod(2, "rev1", false));
     w.view().brokers.get_mut(&2).expect("2").live = false;
     w.status.brokers = w.plan().brokers;
     w.status.brokers[2].down_since = Some("2026-12-06T11:00:00Z".into());
-    w.step();
-    w.observed.planned_moves = Some(Planned::Impossible("cannot drain broker(s) [2]: too few brokers".into()));
+    let p = w.step();
+    assert_eq!(p.operation, None);
+    assert!(!p.brokers[2].replaced);
+}
+
+#[test]
+fn a_stuck_replacement_ends_when_the_broker_comes_back() {
+    let mut w = World::new(4, 3);
+    w.valid.replace_after = Some(Duration::from_secs(1));
+    w.observed.pods.insert(3, pod(3, "rev1", false));
+    w.view().brokers.get_mut(&3).expect("3").live = false;
+    w.status.brokers = w.plan().brokers;
+    w.status.brokers[3].down_since = Some("2026-12-06T11:00:00Z".into());
+    assert!(w.step().operation.is_some());
+    w.observed.planned_moves = Some(Planned::Impossible("no room".into()));
     assert!(matches!(w.step().outcome, Outcome::Blocked { .. }));
+    // Back: the replacement is moot; a refill follows (it was marked replaced).
+    w.observed.pods.insert(3, pod(3, "rev1", true));
+    w.view().brokers.get_mut(&3).expect("3").live = true;
+    let p = w.step();
+    assert_eq!(p.operation, None);
+    let p = w.step();
+    assert_eq!(p.operation.map(|o| o.kind), Some(OperationKind::RefillBroker));
+}
+
+#[test]
+fn a_scale_up_whose_brokers_never_register_is_abandoned_when_the_spec_asks_for_fewer() {
+    let mut w = World::new(3, 3);
+    w.spec.replicas = 5;
+    assert_eq!(w.step().statefulset_replicas, 5);
+    w.spec.replicas = 3;
+    let p = w.step();
+    assert_eq!(p.operation, None);
+    // The StatefulSet is still at 5; the next plan drains and shrinks (brokers 3 and 4 hold nothing).
+    let p = w.step();
+    assert_eq!(p.operation.map(|o| (o.kind, o.brokers)), Some((OperationKind::ScaleDown, vec![3, 4])));
+}
+
+#[test]
+fn replicas_that_reached_a_leaving_broker_after_its_drain_are_drained_again_without_regrowing() {
+    let mut w = World::new(4, 3);
+    w.spec.replicas = 3;
+    w.step();
+    w.view().brokers.get_mut(&3).expect("3").replicas = 0;
+    w.observed.planned_moves = Some(Planned::Moves(0));
+    assert_eq!(w.step().statefulset_replicas, 3);
+    w.observed.pods.remove(&3);
+    let b3 = w.view().brokers.get_mut(&3).expect("3");
+    b3.live = false;
+    b3.replicas = 2;
+    let p = w.step();
+    assert_eq!(p.operation.as_ref().map(|o| o.phase), Some(Phase::MovingReplicas));
+    assert_eq!(p.step, Step::Nothing);
+    w.observed.planned_moves = Some(Planned::Moves(2));
+    let p = w.step();
+    assert!(matches!(p.step, Step::Rebalance { mode: RebalanceMode::DrainBrokers, .. }));
+    assert_eq!(p.statefulset_replicas, 3, "the StatefulSet does not grow back");
 }

@@ -25,10 +25,10 @@ use crate::context::Context;
 use crate::crd::cluster::{Cluster, ClusterStatus, Operation, OperationKind};
 use crate::quantity;
 
-use super::desired::{desired, BuildError, Desired};
+use super::desired::{desired, template_hash, BuildError, Desired};
 use super::names::{self, Names, FIELD_MANAGER};
-use super::observed::{pods_by_ordinal, pods_without_rack, Observed, StatefulSetView};
-use super::plan::{plan, wanted_rebalance, Inputs, Plan, RebalanceMode, Step};
+use super::observed::{pods_by_ordinal, pods_without_rack, Observed, Planned, StatefulSetView};
+use super::plan::{plan, registered, wanted_rebalance, Inputs, Plan, RebalanceMode, Step};
 use super::status::{health, status, StatusInputs};
 use super::validate::validate;
 
@@ -89,9 +89,24 @@ impl Error {
 /// Reconciles one Cluster (the controller's entry point).
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let timer = ctx.metrics.reconcile("Cluster");
-    let result = reconcile_cluster(&cluster, &ctx).await;
+    let result = reconcile_fresh(&cluster, &ctx).await;
     timer.done(result.as_ref().err().map(Error::label));
     result
+}
+
+/// Reconciles the Cluster as the API server has it now. The controller's cached copy can be
+/// older than the status the last reconcile wrote (a trigger that arrived during a reconcile
+/// runs right after it, before the watch delivers that write), and planning from an old
+/// `status.operation` would lose an operation or repeat a step.
+async fn reconcile_fresh(cached: &Cluster, ctx: &Context) -> Result<Action, Error> {
+    let namespace = cached.namespace().ok_or(Error::NoNamespace)?;
+    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = cached.name_any();
+    let read = |source| Error::Read { what: "Cluster", cluster: name.clone(), source: Box::new(source) };
+    match api.get_opt(&name).await.map_err(read)? {
+        Some(cluster) => reconcile_cluster(&cluster, ctx).await,
+        None => Ok(Action::await_change()),
+    }
 }
 
 async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, Error> {
@@ -109,15 +124,22 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
 
     let valid = match validate(&cluster.spec, &names) {
         Ok(valid) => valid,
-        Err(invalid) => return refuse(ctx, cluster, &names, &observed, &previous, &invalid.to_string(), now).await,
+        Err(invalid) => {
+            return refuse(ctx, cluster, &names, &observed, &previous, "InvalidSpec", &invalid.to_string(), now).await
+        }
     };
-    if let (Some(op), Some(admin)) = (&previous.operation, &admin) {
+    if let (Some(op), Some(admin), Some(view)) = (&previous.operation, &admin, &observed.brokers) {
         if let Some((mode, brokers)) = wanted_rebalance(op) {
-            observed.planned_moves = match admin.plan(mode, &brokers).await {
-                Ok(planned) => Some(planned),
-                Err(e) => {
-                    tracing::debug!(cluster = %names.cluster, error = %error_chain(&e), "dry-run rebalance failed");
-                    None
+            let known = registered(view, &brokers);
+            observed.planned_moves = if known.is_empty() {
+                Some(Planned::Moves(0))
+            } else {
+                match admin.plan(mode, &known).await {
+                    Ok(planned) => Some(planned),
+                    Err(e) => {
+                        tracing::debug!(cluster = %names.cluster, error = %error_chain(&e), "dry-run rebalance failed");
+                        None
+                    }
                 }
             };
         }
@@ -132,21 +154,20 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
         Ok(objects) => objects,
         Err(e @ BuildError::PodTemplate(_)) => {
             let why = error_chain(&e);
-            return refuse(ctx, cluster, &names, &observed, &previous, &why, now).await;
+            return refuse(ctx, cluster, &names, &observed, &previous, "InvalidSpec", &why, now).await;
         }
         Err(e @ BuildError::NoUid) => {
             tracing::warn!(cluster = %names.cluster, error = %e, "not reconciled yet");
             return Ok(Action::requeue(ctx.settings.busy_requeue));
         }
     };
-    apply_all(ctx, &names, &objects).await?;
-    if let Some(rack) = &cluster.spec.rack {
-        set_racks(ctx, &names, &observed, &rack.topology_key).await?;
-    }
-    expand_claims(ctx, cluster, &names, &observed, valid.storage_bytes).await;
 
-    let done = carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step).await?;
-
+    // The status first: an operation and its phase are recorded before their effects, so a
+    // crash between the two leaves a status the next reconcile resumes from.
+    let template_pending = observed
+        .statefulset
+        .as_ref()
+        .is_some_and(|s| s.template_hash.as_deref() != Some(template_hash(&objects.statefulset).as_str()));
     let inputs = StatusInputs {
         spec: &cluster.spec,
         generation: cluster.metadata.generation,
@@ -154,12 +175,37 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
         observed: &observed,
         plan: Ok(&plan),
         previous: &previous,
+        template_pending,
         now,
     };
-    let next = status(&inputs);
-    announce(ctx, cluster, &previous, &plan, &health(&inputs), done.as_deref()).await;
-    write_status(ctx, &names, &previous, next).await?;
-    let busy = plan.operation.is_some() || !matches!(health(&inputs), Health::Ready { .. });
+    let health = health(&inputs);
+    write_status(ctx, &names, &previous, status(&inputs)).await?;
+    announce(ctx, cluster, &previous, &plan, &health).await;
+
+    match apply_all(ctx, &names, &objects).await {
+        Err(Error::Apply { kind, name, source }) if matches!(*source, kube::Error::Api(ref e) if e.code == 400 || e.code == 422) =>
+        {
+            let why = format!("the API server refused {kind} {name}: {}", error_chain(&*source));
+            let fresh = Api::<Cluster>::namespaced(ctx.client.clone(), &names.namespace)
+                .get_status(&names.cluster)
+                .await
+                .map_err(|source| Error::Read {
+                    what: "Cluster",
+                    cluster: names.cluster.clone(),
+                    source: Box::new(source),
+                })?;
+            let written = fresh.status.unwrap_or_default();
+            return refuse(ctx, cluster, &names, &observed, &written, "ApplyRefused", &why, now).await;
+        }
+        other => other?,
+    }
+    if let Some(rack) = &cluster.spec.rack {
+        set_racks(ctx, &names, &observed, &rack.topology_key).await?;
+    }
+    expand_claims(ctx, cluster, &names, &observed, valid.storage_bytes).await;
+    carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step).await?;
+
+    let busy = plan.operation.is_some() || !matches!(health, Health::Ready { .. });
     Ok(Action::requeue(if busy { ctx.settings.busy_requeue } else { ctx.settings.resync }))
 }
 
@@ -274,7 +320,14 @@ async fn expand_claims(ctx: &Context, cluster: &Cluster, names: &Names, observed
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &names.namespace);
     for id in observed.pods.keys() {
         let name = names.claim(*id);
-        let Ok(Some(claim)) = claims.get_opt(&name).await else { continue };
+        let claim = match claims.get_opt(&name).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(claim = %name, error = %e, "reading a claim to expand it failed");
+                continue;
+            }
+        };
         let requested = claim
             .spec
             .as_ref()
@@ -287,8 +340,11 @@ async fn expand_claims(ctx: &Context, cluster: &Cluster, names: &Names, observed
         }
         let patch = json!({"spec": {"resources": {"requests": {"storage": cluster.spec.storage.size}}}});
         if let Err(e) = claims.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            let note = format!("claim {name} cannot grow to {}: {e}", cluster.spec.storage.size);
-            publish(ctx, cluster, EventType::Warning, "ClaimNotExpanded", "ExpandClaim", note).await;
+            // Once per claim and size: the storage class will not change its mind by itself.
+            if ctx.first_warning(&format!("{}/{name}/{}", names.namespace, cluster.spec.storage.size)) {
+                let note = format!("claim {name} cannot grow to {}: {e}", cluster.spec.storage.size);
+                publish(ctx, cluster, EventType::Warning, "ClaimNotExpanded", "ExpandClaim", note).await;
+            }
         }
     }
 }
@@ -375,14 +431,7 @@ fn kind_name(kind: OperationKind) -> &'static str {
 }
 
 /// Events for what changed: an operation started or finished, a refusal, readiness reached.
-async fn announce(
-    ctx: &Context,
-    cluster: &Cluster,
-    previous: &ClusterStatus,
-    plan: &Plan,
-    health: &Health,
-    _done: Option<&str>,
-) {
+async fn announce(ctx: &Context, cluster: &Cluster, previous: &ClusterStatus, plan: &Plan, health: &Health) {
     let before: Option<&Operation> = previous.operation.as_ref();
     let after = plan.operation.as_ref();
     if let Some(op) = after.filter(|op| before.is_none_or(|b| b.kind != op.kind || b.started_at != op.started_at)) {
@@ -390,8 +439,21 @@ async fn announce(
         publish(ctx, cluster, EventType::Normal, &reason, "Reconcile", health.message().to_string()).await;
     }
     if let Some(op) = before.filter(|b| after.is_none_or(|a| a.kind != b.kind || a.started_at != b.started_at)) {
-        let reason = format!("{}Finished", kind_name(op.kind));
-        let note = format!("{} finished ({} → {} brokers)", kind_name(op.kind), op.from_replicas, op.to_replicas);
+        // An operation the spec no longer asks for ends as cancelled, not finished.
+        let cancelled = matches!(op.kind, OperationKind::ScaleUp | OperationKind::ScaleDown)
+            && cluster.spec.replicas != op.to_replicas;
+        let (reason, note) = if cancelled {
+            let note = format!(
+                "{} to {} brokers cancelled: spec.replicas is now {}",
+                kind_name(op.kind),
+                op.to_replicas,
+                cluster.spec.replicas
+            );
+            (format!("{}Cancelled", kind_name(op.kind)), note)
+        } else {
+            let note = format!("{} finished ({} → {} brokers)", kind_name(op.kind), op.from_replicas, op.to_replicas);
+            (format!("{}Finished", kind_name(op.kind)), note)
+        };
         publish(ctx, cluster, EventType::Normal, &reason, "Reconcile", note).await;
     }
     let was = previous.conditions.iter().find(|c| c.type_ == crate::conditions::READY);
@@ -405,6 +467,11 @@ async fn announce(
         }
         _ => {}
     }
+}
+
+/// A Warning Event on the Cluster (a failed reconcile, retried with backoff).
+pub async fn warn(ctx: &Context, cluster: &Cluster, reason: &str, note: String) {
+    publish(ctx, cluster, EventType::Warning, reason, "Reconcile", note).await;
 }
 
 async fn publish(ctx: &Context, cluster: &Cluster, type_: EventType, reason: &str, action: &str, note: String) {
@@ -440,12 +507,14 @@ async fn write_status(
 
 /// A spec the operator cannot carry out: status and a Warning Event say why; the running
 /// cluster is left as it is until the spec changes.
+#[allow(clippy::too_many_arguments)]
 async fn refuse(
     ctx: &Context,
     cluster: &Cluster,
     names: &Names,
     observed: &Observed,
     previous: &ClusterStatus,
+    reason: &str,
     why: &str,
     now: Timestamp,
 ) -> Result<Action, Error> {
@@ -454,14 +523,15 @@ async fn refuse(
         generation: cluster.metadata.generation,
         names,
         observed,
-        plan: Err(why),
+        plan: Err((reason, why)),
         previous,
+        template_pending: false,
         now,
     };
     let health = health(&inputs);
     let was = previous.conditions.iter().find(|c| c.type_ == crate::conditions::READY);
     if was.is_none_or(|c| c.reason != health.reason() || c.message != health.message()) {
-        publish(ctx, cluster, EventType::Warning, "InvalidSpec", "Validate", why.to_string()).await;
+        publish(ctx, cluster, EventType::Warning, reason, "Validate", why.to_string()).await;
     }
     write_status(ctx, names, previous, status(&inputs)).await?;
     Ok(Action::await_change())

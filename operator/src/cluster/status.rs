@@ -18,16 +18,18 @@ pub struct StatusInputs<'a> {
     pub generation: Option<i64>,
     pub names: &'a Names,
     pub observed: &'a Observed,
-    /// The plan, or why the spec cannot be carried out.
-    pub plan: Result<&'a Plan, &'a str>,
+    /// The plan, or why the spec cannot be carried out (reason, message).
+    pub plan: Result<&'a Plan, (&'a str, &'a str)>,
     pub previous: &'a ClusterStatus,
+    /// The StatefulSet is about to get a new pod template (a rolling restart will follow).
+    pub template_pending: bool,
     pub now: Timestamp,
 }
 
 /// How the cluster is, for the three conditions.
 pub fn health(i: &StatusInputs<'_>) -> Health {
     let plan = match i.plan {
-        Err(why) => return Health::Stalled { reason: "InvalidSpec".into(), message: why.to_string() },
+        Err((reason, why)) => return Health::Stalled { reason: reason.into(), message: why.to_string() },
         Ok(plan) => plan,
     };
     if let Outcome::Blocked { reason, message } = &plan.outcome {
@@ -50,6 +52,15 @@ pub fn health(i: &StatusInputs<'_>) -> Health {
     if let Outcome::Progressing(message) = &plan.outcome {
         let reason = if i.observed.statefulset.is_none() { "Creating" } else { "Progressing" };
         return Health::Reconciling { reason: reason.into(), message: message.clone() };
+    }
+    if i.template_pending {
+        return Health::Reconciling { reason: "Progressing".into(), message: "applying a new pod template".into() };
+    }
+    if i.observed.statefulset.as_ref().is_some_and(|s| !s.status_current) {
+        return Health::Reconciling {
+            reason: "Progressing".into(),
+            message: "waiting for the StatefulSet controller to see the new spec".into(),
+        };
     }
     let not_ready: Vec<String> = (0..i.spec.replicas)
         .filter(|id| !i.observed.pods.get(id).is_some_and(|p| p.ready && !p.terminating))

@@ -30,6 +30,7 @@ use super::ClusterRef;
     printcolumn(name = "Lag", type_ = "integer", json_path = ".status.totalLag"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = Rule::new("has(self.groupId) == has(oldSelf.groupId) && (!has(self.groupId) || self.groupId == oldSelf.groupId)").message("groupId cannot change"))]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerGroupSpec {
     /// The Cluster (in this namespace) the group lives in.
@@ -37,7 +38,6 @@ pub struct ConsumerGroupSpec {
     pub cluster_ref: ClusterRef,
     /// The Kafka group id (default: this resource's name). Fixed at creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("groupId cannot change"))]
     #[schemars(length(min = 1))]
     pub group_id: Option<String>,
     /// An offset reset, applied once per `id` and only while the group has no members.

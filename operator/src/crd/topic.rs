@@ -35,6 +35,7 @@ use super::ClusterRef;
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
+#[x_kube(validation = Rule::new("has(self.topicName) == has(oldSelf.topicName) && (!has(self.topicName) || self.topicName == oldSelf.topicName)").message("topicName cannot change"))]
 #[serde(rename_all = "camelCase")]
 pub struct TopicSpec {
     /// The Cluster (in this namespace) the topic lives in.
@@ -42,7 +43,6 @@ pub struct TopicSpec {
     pub cluster_ref: ClusterRef,
     /// The Kafka topic's name (default: this resource's name). Fixed at creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("topicName cannot change"))]
     #[schemars(length(min = 1, max = 249))]
     pub topic_name: Option<String>,
     /// Number of partitions; it may grow, never shrink (Kafka cannot remove partitions).
