@@ -203,20 +203,24 @@ impl Operated {
         })
     }
 
-    /// Events of the Cluster: (type, reason, message).
+    /// Events of the Cluster, oldest first: (type, reason, message).
     pub fn events(&self) -> Result<Vec<(String, String, String)>> {
         let selector = format!("involvedObject.kind=Cluster,involvedObject.name={}", self.name);
         let text = self.kubectl(&["get", "events", "--field-selector", &selector, "-o", "json"])?;
         let v: Value = serde_json::from_str(&text)?;
-        Ok(v["items"]
+        let mut events: Vec<(String, (String, String, String))> = v["items"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|e| {
                 let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-                (s("type"), s("reason"), s("message"))
+                // eventTime (MicroTime, RFC 3339 in UTC) orders Events as they happened.
+                let at = e["eventTime"].as_str().or(e["firstTimestamp"].as_str()).unwrap_or_default().to_string();
+                (at, (s("type"), s("reason"), s("message")))
             })
-            .collect())
+            .collect();
+        events.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(events.into_iter().map(|(_, e)| e).collect())
     }
 
     /// The StatefulSet's spec.replicas.

@@ -203,7 +203,8 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
         set_racks(ctx, &names, &observed, &rack.topology_key).await?;
     }
     expand_claims(ctx, cluster, &names, &observed, valid.storage_bytes).await;
-    carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step).await?;
+    let controller = observed.brokers.as_ref().and_then(|v| v.controller);
+    carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step, controller).await?;
 
     let busy = plan.operation.is_some() || !matches!(health, Health::Ready { .. });
     Ok(Action::requeue(if busy { ctx.settings.busy_requeue } else { ctx.settings.resync }))
@@ -356,6 +357,7 @@ async fn carry_out(
     names: &Names,
     admin: Option<&Admin>,
     step: &Step,
+    controller: Option<i32>,
 ) -> Result<Option<String>, Error> {
     let failed = |step: &str| {
         let step = step.to_string();
@@ -409,10 +411,10 @@ async fn carry_out(
                 Err(source) => return Err(Error::Restart { pod: pod.clone(), source: Box::new(source) }),
             }
             ctx.metrics.step("Cluster", "Restart");
-            (
-                "BrokerRestarted",
-                format!("restarting broker {id}: deleted pod {pod} (it hands its leaderships over first)"),
-            )
+            let which = if controller == Some(*id) { ", the active controller, last" } else { "" };
+            let note =
+                format!("restarting broker {id}{which}: deleted pod {pod} (it hands its leaderships over first)");
+            ("BrokerRestarted", note)
         }
     };
     let (reason, note) = done;
