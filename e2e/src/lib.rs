@@ -17,8 +17,10 @@
 //!   kube-controller-manager) built from Go modules by `e2e/k8s/controlplane/build.sh`, one
 //!   per test process, a namespace per test, kubectl against it; and [`k8s::kubelet::PodRunner`],
 //!   scheduler and kubelet of one fake Node running a namespace's pods as local processes
-//!   (PVs for claims, loopback pod IPs, DNS names in /etc/hosts, probes, status, deletion).
-//!   The `strom-sandbox` binary runs the two in the foreground for trying the operator with
+//!   (PVs for claims, loopback pod IPs, DNS names of pods and Services in /etc/hosts,
+//!   ConfigMap/Secret/downward-API volumes, probes, status, deletion); [`k8s::operator`] runs
+//!   `strom-operator` against it and [`k8s::operated`] is a Cluster applied with kubectl and
+//!   reconciled by it, what the operator's tests share. The `strom-sandbox` binary runs the two in the foreground for trying the operator with
 //!   kubectl (docs/sandbox.md).
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
