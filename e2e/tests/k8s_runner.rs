@@ -177,7 +177,8 @@ fn config_maps_and_secrets_reach_the_process_as_files_and_env_once_they_exist() 
     g.apply(READER_OBJECTS);
     let log = wait_for(&g.runner, START, "reader printed its files and env", || {
         let log = g.runner.pod_log_tail("reader", 100);
-        ensure!(log.contains("--- end"), "not yet:\n{log}");
+        // A line of its own: the runner's start header quotes the script, `echo "--- end"` too.
+        ensure!(log.lines().any(|l| l == "--- end"), "not yet:\n{log}");
         Ok(log)
     })
     .unwrap();
