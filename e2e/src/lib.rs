@@ -22,6 +22,9 @@
 //!   `strom-operator` against it and [`k8s::operated`] is a Cluster applied with kubectl and
 //!   reconciled by it, what the operator's tests share. The `strom-sandbox` binary runs the two in the foreground for trying the operator with
 //!   kubectl (docs/sandbox.md).
+//! - [`powercut`]: [`powercut::PowerCut`] — a simulated power cut: the processes under test
+//!   preload the `e2e/powercut` shim, which logs what they fsynced, renamed and unlinked; after
+//!   a SIGKILL every file is cut back to its last synced length (0 if never synced).
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
@@ -52,6 +55,7 @@ pub mod cpu_handoff;
 pub mod groups;
 pub mod k8s;
 pub mod kafka;
+pub mod powercut;
 pub mod process;
 pub mod proxy;
 pub mod segment;
