@@ -24,6 +24,8 @@ fi
 
 step "building (release profile: the tests drive real brokers under load)"
 cargo build --release --workspace --bins
+# the LD_PRELOAD shim the power-cut tests preload into the processes they cut (e2e/powercut)
+cargo build --release -p strom-powercut
 
 if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
   step "cargo clippy"
