@@ -287,30 +287,31 @@ struct CleanerCheckpoint {
     first_dirty_offset: i64,
 }
 
-/// The first dirty offset: 0 when the log was never compacted (no file). An unreadable file
-/// is logged and read as `i64::MAX`: compaction happened but where it stopped is unknown, so
-/// recovery must accept gaps anywhere (`Log::open` then lowers it to the log end offset).
-pub(super) fn read_cleaner_checkpoint(dir: &Path) -> Result<i64, LogError> {
+/// The first dirty offset, `None` when there is no file (a new log, or a lost file: the
+/// caller tells them apart). An unreadable file is logged and read as `i64::MAX`: compaction
+/// may have happened but where it stopped is unknown, so recovery must accept gaps anywhere
+/// (`Log::open` then lowers it to the log end offset).
+pub(super) fn read_cleaner_checkpoint(dir: &Path) -> Result<Option<i64>, LogError> {
     let path = dir.join(CLEANER_CHECKPOINT_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(super::error::io_error("read cleaner checkpoint", &path)(e)),
     };
     match serde_json::from_slice::<CleanerCheckpoint>(&bytes) {
-        Ok(c) if c.version == CLEANER_CHECKPOINT_VERSION => Ok(c.first_dirty_offset.max(0)),
+        Ok(c) if c.version == CLEANER_CHECKPOINT_VERSION => Ok(Some(c.first_dirty_offset.max(0))),
         Ok(c) => {
             tracing::warn!(path = %path.display(), version = c.version, "unknown cleaner checkpoint version; accepting offset gaps anywhere");
-            Ok(i64::MAX)
+            Ok(Some(i64::MAX))
         }
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "unreadable cleaner checkpoint; accepting offset gaps anywhere");
-            Ok(i64::MAX)
+            Ok(Some(i64::MAX))
         }
     }
 }
 
-fn write_cleaner_checkpoint(dir: &Path, first_dirty_offset: i64) -> Result<(), LogError> {
+pub(super) fn write_cleaner_checkpoint(dir: &Path, first_dirty_offset: i64) -> Result<(), LogError> {
     let checkpoint = CleanerCheckpoint { version: CLEANER_CHECKPOINT_VERSION, first_dirty_offset };
     let json = serde_json::to_vec(&checkpoint).map_err(|e| {
         super::error::io_error("encode cleaner checkpoint", &dir.join(CLEANER_CHECKPOINT_FILE))(e.into())

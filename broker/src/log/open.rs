@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 
 use super::checkpoint;
-use super::compaction::read_cleaner_checkpoint;
+use super::compaction::{read_cleaner_checkpoint, write_cleaner_checkpoint};
 use super::config::LogConfig;
 use super::error::{io_error, LogError};
 use super::segment::{Segment, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
@@ -30,7 +30,18 @@ impl Log {
         fs::create_dir_all(dir).map_err(io_error("create log directory", dir))?;
         let bases = scan_directory(dir)?;
         let checkpoint = checkpoint::read(dir)?;
-        let first_dirty_offset = read_cleaner_checkpoint(dir)?;
+        // Every log has a cleaner checkpoint from its creation on, so a missing one in a log
+        // that has segments was lost: compaction may have left offset gaps anywhere, which
+        // recovery must not take for damage (it would cut the log there).
+        let cleaner_checkpoint = read_cleaner_checkpoint(dir)?;
+        let first_dirty_offset = match cleaner_checkpoint {
+            Some(offset) => offset,
+            None if bases.is_empty() => 0,
+            None => {
+                tracing::warn!(dir = %dir.display(), "cleaner.checkpoint is missing; accepting offset gaps anywhere in the log");
+                i64::MAX
+            }
+        };
         let (log_start_offset, recovery_point, clean) =
             checkpoint.map_or((0, 0, false), |c| (c.log_start_offset.max(0), c.recovery_point, c.clean_shutdown));
         let mut segments = BTreeMap::new();
@@ -53,6 +64,9 @@ impl Log {
             first_dirty_offset,
         };
         log.load(clean)?;
+        if cleaner_checkpoint.is_none() {
+            write_cleaner_checkpoint(dir, log.first_dirty_offset)?;
+        }
         // Not clean any more: a crash from here on must recover.
         log.write_checkpoint(false)?;
         Ok(log)

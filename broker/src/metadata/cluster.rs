@@ -23,8 +23,6 @@ pub enum IdentityError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is malformed: {reason}")]
-    Malformed { path: PathBuf, reason: String },
     #[error("{path} belongs to node {found}, but this broker is node {expected}")]
     NodeMismatch { path: PathBuf, found: i32, expected: i32 },
     #[error("{path} belongs to cluster {found}, but the metadata quorum is cluster {expected}")]
@@ -33,23 +31,35 @@ pub enum IdentityError {
 
 impl ClusterIdentity {
     /// Loads the identity from `data_dir`, or records this node id there on first start.
+    ///
+    /// An empty, torn or unparsable file (a damaged disk: it is replaced atomically, so a crash
+    /// cannot tear it) is treated as missing, with a warning: the node id is written again
+    /// and the cluster id recorded again once the metadata log names it. Only complete lines
+    /// count, so a cut cluster id is never taken for another cluster's. A well-formed file of
+    /// another node is refused: that is a configuration mistake, not damage.
     pub fn load_or_create(data_dir: &Path, node_id: i32) -> Result<ClusterIdentity, IdentityError> {
         let path = data_dir.join("meta.properties");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let identity =
-                    parse(&text).map_err(|reason| IdentityError::Malformed { path: path.clone(), reason })?;
-                if identity.node_id != node_id {
-                    return Err(IdentityError::NodeMismatch { path, found: identity.node_id, expected: node_id });
+        let found = match std::fs::read(&path) {
+            Ok(bytes) => match parse(&String::from_utf8_lossy(&bytes)) {
+                Ok(identity) => Some(identity),
+                Err(reason) => {
+                    tracing::warn!(path = %path.display(), %reason, "unreadable meta.properties; writing it again");
+                    None
                 }
-                Ok(identity)
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(IdentityError::Io { path, source }),
+        };
+        match found {
+            Some(identity) if identity.node_id != node_id => {
+                Err(IdentityError::NodeMismatch { path, found: identity.node_id, expected: node_id })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(identity) => Ok(identity),
+            None => {
                 let identity = ClusterIdentity { cluster_id: None, node_id };
                 identity.write(&path)?;
                 Ok(identity)
             }
-            Err(source) => Err(IdentityError::Io { path, source }),
         }
     }
 
@@ -83,7 +93,9 @@ impl ClusterIdentity {
 fn parse(text: &str) -> Result<ClusterIdentity, String> {
     let mut cluster_id = None;
     let mut node_id = None;
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    // Only whole lines: the last one without its newline is a torn write.
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    for line in whole.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         match line.split_once('=') {
             Some(("cluster.id", v)) => cluster_id = Some(v.to_string()),
             Some(("node.id", v)) => {
@@ -119,6 +131,24 @@ mod tests {
         let mut again = again;
         let err = again.record_cluster_id(dir.path(), "another").expect_err("mismatch");
         assert!(matches!(err, IdentityError::ClusterMismatch { .. }));
+    }
+
+    #[test]
+    fn an_empty_torn_or_missing_file_is_written_again_and_a_cut_cluster_id_is_not_believed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("meta.properties");
+        let mut first = ClusterIdentity::load_or_create(dir.path(), 3).expect("create");
+        first.record_cluster_id(dir.path(), "AAAAAAAAAAAAAAAAAAAAAA").expect("record");
+        let whole = std::fs::read(&path).expect("read");
+        for cut in [0, whole.len() / 2, whole.len() - 5, whole.len() - 1] {
+            std::fs::write(&path, &whole[..cut]).expect("cut");
+            let mut again = ClusterIdentity::load_or_create(dir.path(), 3).expect("load a cut file");
+            assert_eq!(again.node_id, 3);
+            assert_eq!(again.cluster_id, None, "cut at {cut}: the cluster id line is incomplete");
+            again.record_cluster_id(dir.path(), "AAAAAAAAAAAAAAAAAAAAAA").expect("the real cluster id is accepted");
+        }
+        std::fs::remove_file(&path).expect("remove");
+        assert_eq!(ClusterIdentity::load_or_create(dir.path(), 3).expect("recreate").node_id, 3);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -54,6 +55,8 @@ struct Inner {
     vote: Option<Vote>,
     committed: Option<LogId>,
     last_purged: Option<LogId>,
+    /// Purges stop below this index (None: purge as asked); see [`LogStore::limit_purges`].
+    purge_limit: Option<Arc<AtomicU64>>,
 }
 
 fn io_read(e: &io::Error) -> StorageError {
@@ -75,6 +78,18 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Reads one of the log's small files; an empty, torn or otherwise unreadable copy is treated
+/// as absent, with a warning (the caller applies the fallback docs/durability.md gives).
+fn read_json_tolerant<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+    match read_json(path) {
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            tracing::warn!(path = %path.display(), error = %e, "unreadable metadata log file (torn by a crash or damaged); treating it as absent");
+            Ok(None)
+        }
+        other => other,
     }
 }
 
@@ -117,10 +132,17 @@ fn scan(bytes: &[u8]) -> (Vec<(u64, Entry)>, u64) {
 impl LogStore {
     /// Opens the log in `dir` (created if missing), recovering from a torn tail.
     pub fn open(dir: &Path) -> io::Result<LogStore> {
+        LogStore::open_beside(dir, None)
+    }
+
+    /// Opens the log in `dir` beside a state machine whose snapshot ends at `snapshot_last`:
+    /// if `purged.json` is lost while the log no longer starts at its beginning, the snapshot
+    /// (which covers every purged entry) says where it starts.
+    pub fn open_beside(dir: &Path, snapshot_last: Option<LogId>) -> io::Result<LogStore> {
         fs::create_dir_all(dir)?;
-        let vote = read_json(&dir.join("vote.json"))?;
-        let committed = read_json(&dir.join("committed.json"))?;
-        let last_purged: Option<LogId> = read_json(&dir.join("purged.json"))?;
+        let vote: Option<Vote> = read_json_tolerant(&dir.join("vote.json"))?;
+        let committed: Option<LogId> = read_json_tolerant(&dir.join("committed.json"))?;
+        let last_purged: Option<LogId> = read_json_tolerant(&dir.join("purged.json"))?;
         let mut bases: Vec<u64> = fs::read_dir(dir)?
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse::<u64>().ok())
@@ -135,6 +157,7 @@ impl LogStore {
             vote,
             committed,
             last_purged,
+            purge_limit: None,
         };
         let purged_index = last_purged.map(|l| l.index);
         let mut torn = false;
@@ -169,7 +192,16 @@ impl LogStore {
             let file = OpenOptions::new().append(true).open(segment_path(dir, base))?;
             inner.active = Some((base, file));
         }
+        inner.recover_lost_files(snapshot_last);
         Ok(LogStore { inner: Arc::new(Mutex::new(inner)) })
+    }
+
+    /// Purges no entry at or above `limit` (read at each purge), unless a purge reaches past
+    /// the whole log (a snapshot installed from the leader is newer than everything here). The
+    /// state machine keeps two snapshots and sets it to one past the older one's last index,
+    /// so a damaged newest snapshot can be replaced by the older one and the log after it.
+    pub fn limit_purges(&self, limit: Arc<AtomicU64>) {
+        self.inner.lock().purge_limit = Some(limit);
     }
 
     /// The index of the last entry (or of the last purged one), 0 if none.
@@ -191,6 +223,52 @@ impl LogStore {
 }
 
 impl Inner {
+    /// The fallbacks for a lost `purged.json`, `vote.json` or `committed.json` (see
+    /// docs/durability.md): each is rebuilt from what the segments and the snapshot prove.
+    fn recover_lost_files(&mut self, snapshot_last: Option<LogId>) {
+        let first = self.entries.keys().next().copied();
+        if self.last_purged.is_none() && first.is_none_or(|i| i > 0) {
+            if let Some(snapshot) = snapshot_last.filter(|s| first.is_none_or(|i| s.index + 1 >= i)) {
+                tracing::warn!(
+                    purged_upto = snapshot.index,
+                    "purged.json is missing but the log starts after its beginning; the snapshot covers it"
+                );
+                self.last_purged = Some(snapshot);
+                let keep = self.entries.split_off(&(snapshot.index + 1));
+                self.entries = keep;
+                let keep = self.positions.split_off(&(snapshot.index + 1));
+                self.positions = keep;
+            } else if let Some(first) = first.filter(|_| !self.segments.is_empty()) {
+                // No snapshot reaches the first entry: the entry before it is assumed to be of
+                // the first entry's term (openraft only needs a log id to start from).
+                let leader_id = self.entries[&first].log_id.leader_id;
+                tracing::warn!(
+                    first_index = first,
+                    "purged.json is missing, the log starts after its beginning and no snapshot covers the gap"
+                );
+                self.last_purged = Some(LogId::new(leader_id, first - 1));
+            }
+        }
+        if self.vote.is_none() {
+            if let Some(last) = self.entries.values().next_back().map(|e| e.log_id).or(self.last_purged) {
+                // The vote the entries prove: this node accepted the last entry's leader in its
+                // term. Uncommitted, so the node neither claims leadership from it nor grants a
+                // vote to anyone else in that term.
+                let vote = Vote::new(last.leader_id.term, last.leader_id.node_id);
+                tracing::warn!(
+                    ?vote,
+                    "vote.json is missing although the log holds entries; voting as the last entry proves"
+                );
+                self.vote = Some(vote);
+            }
+        }
+        let last_index = self.entries.keys().next_back().copied().or(self.last_purged.map(|l| l.index));
+        if self.committed.is_some_and(|c| last_index.is_none_or(|last| c.index > last)) {
+            tracing::warn!(committed = ?self.committed, ?last_index, "committed.json is beyond the log's end; forgetting it");
+            self.committed = None;
+        }
+    }
+
     fn append_one(&mut self, entry: Entry) -> io::Result<()> {
         let index = entry.log_id.index;
         let bytes = frame(&entry)?;
@@ -248,6 +326,21 @@ impl Inner {
         self.segments.insert(base, offset);
         self.active = Some((base, file));
         Ok(())
+    }
+
+    /// Where a purge up to `log_id` may really go, given the purge limit: `None` for nowhere.
+    fn limited_purge(&self, log_id: LogId) -> Option<LogId> {
+        let Some(limit) = &self.purge_limit else { return Some(log_id) };
+        let limit = limit.load(Ordering::Relaxed);
+        let last_entry = self.entries.keys().next_back().copied();
+        if log_id.index < limit || last_entry.is_none_or(|last| log_id.index > last) {
+            return Some(log_id);
+        }
+        let upto = limit.checked_sub(1)?;
+        if self.last_purged.is_some_and(|p| p.index >= upto) {
+            return None;
+        }
+        self.entries.get(&upto).map(|e| e.log_id)
     }
 
     /// Forgets entries up to `log_id` (inclusive) and deletes the segments wholly below it.
@@ -315,8 +408,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         let mut inner = self.inner.lock();
-        // Not fsynced on purpose: losing it only means replaying less on the next start
-        // before a leader tells this node what is committed.
+        // Not fsynced on purpose: losing it, or finding it empty or torn after a power cut
+        // (read as absent), only means replaying less on the next start before a leader tells
+        // this node what is committed.
         let path = inner.dir.join("committed.json");
         let bytes = serde_json::to_vec(&committed).map_err(|e| io_write(&io::Error::other(e)))?;
         let tmp = path.with_extension("tmp");
@@ -363,7 +457,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.inner.lock().purge_upto(log_id).map_err(|e| io_write(&e))
+        let mut inner = self.inner.lock();
+        match inner.limited_purge(log_id) {
+            Some(upto) => inner.purge_upto(upto).map_err(|e| io_write(&e)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -87,14 +87,15 @@ impl Metadata {
     /// Opens the log and the newest snapshot under `settings.dir` and starts raft (which
     /// replays the committed entries after the snapshot).
     pub async fn open(settings: MetadataSettings) -> Result<Metadata, MetadataError> {
-        let log_dir = settings.dir.join("raft");
-        let log_store =
-            LogStore::open(&log_dir).map_err(|source| MetadataError::OpenLog { path: log_dir.clone(), source })?;
         let snapshot_dir = settings.dir.join("snapshots");
         let state_machine = StateMachine::open(&snapshot_dir).map_err(|source| MetadataError::OpenStateMachine {
             path: snapshot_dir.clone(),
             source: Box::new(source),
         })?;
+        let log_dir = settings.dir.join("raft");
+        let log_store = LogStore::open_beside(&log_dir, state_machine.snapshot_last_log_id())
+            .map_err(|source| MetadataError::OpenLog { path: log_dir.clone(), source })?;
+        log_store.limit_purges(state_machine.purge_limit());
         let image = state_machine.subscribe();
         let channels = Channels::default();
         let contacts = Contacts::default();

@@ -51,6 +51,10 @@ pub struct StateMachine {
     inner: Arc<Mutex<Inner>>,
     publish: Arc<watch::Sender<Arc<MetadataImage>>>,
     installs: Arc<AtomicU64>,
+    /// One past the last index of the older of the two snapshots kept (0 while only one is):
+    /// the raft log is purged no further, so a damaged newest snapshot can be replaced by the
+    /// older one plus the log after it ([`super::log_store::LogStore::limit_purges`]).
+    purge_limit: Arc<AtomicU64>,
 }
 
 fn snapshot_path(dir: &Path, meta: &SnapshotMeta) -> PathBuf {
@@ -63,15 +67,12 @@ fn write_err(e: impl std::fmt::Display) -> StorageError {
 }
 
 impl StateMachine {
-    /// Opens the state machine from the newest snapshot in `dir` (or empty).
+    /// Opens the state machine from the newest readable snapshot in `dir` (or empty). A
+    /// snapshot file that cannot be read (damaged: they are written atomically, so a crash
+    /// cannot tear one) is deleted with an error logged, and the older one kept beside it is
+    /// used; the raft log still holds every entry after that one.
     pub fn open(dir: &Path) -> Result<StateMachine, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| write_err(format!("creating {}: {e}", dir.display())))?;
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| write_err(format!("listing {}: {e}", dir.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "snap"))
-            .collect();
-        files.sort();
         let mut inner = Inner {
             dir: dir.to_path_buf(),
             image: MetadataImage::default(),
@@ -80,22 +81,45 @@ impl StateMachine {
             current: None,
             builds: 0,
         };
-        if let Some(newest) = files.last() {
-            let file: SnapshotFile =
-                read_json_file(newest)?.ok_or_else(|| write_err(format!("{} vanished", newest.display())))?;
+        let mut files = snapshot_files(dir)?;
+        while let Some(newest) = files.pop() {
+            let file: SnapshotFile = match read_json_file(&newest) {
+                Ok(Some(file)) => file,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(snapshot = %newest.display(), error = %e, "unreadable metadata snapshot; deleting it and loading the one before it");
+                    if let Err(e) = std::fs::remove_file(&newest) {
+                        tracing::warn!(snapshot = %newest.display(), error = %e, "could not delete an unreadable metadata snapshot");
+                    }
+                    continue;
+                }
+            };
             let data = serde_json::to_vec(&file.image).map_err(write_err)?;
             inner.image = file.image;
             inner.last_applied = file.meta.last_log_id;
             inner.membership = file.meta.last_membership.clone();
             inner.current = Some((file.meta, data));
             tracing::info!(snapshot = %newest.display(), applied_index = inner.image.applied_index, "loaded metadata snapshot");
+            break;
         }
+        let purge_limit = Arc::new(AtomicU64::new(files.last().map_or(0, |older| snapshot_index(older) + 1)));
         let image = Arc::new(inner.image.clone());
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
             publish: Arc::new(watch::Sender::new(image)),
             installs: Arc::new(AtomicU64::new(0)),
+            purge_limit,
         })
+    }
+
+    /// The last log id the loaded snapshot covers.
+    pub fn snapshot_last_log_id(&self) -> Option<LogId> {
+        self.inner.lock().current.as_ref().and_then(|(meta, _)| meta.last_log_id)
+    }
+
+    /// How far the raft log may be purged; see the field's documentation.
+    pub fn purge_limit(&self) -> Arc<AtomicU64> {
+        self.purge_limit.clone()
     }
 
     /// Every image this state machine publishes, from the current one on.
@@ -133,7 +157,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let bytes = serde_json::to_vec(&file).map_err(write_err)?;
             let path = snapshot_path(&inner.dir, &meta);
             atomic_file::write(&path, &bytes).map_err(|e| write_err(format!("writing {}: {e}", path.display())))?;
-            remove_older(&inner.dir, &path);
+            self.keep_two(&inner.dir, &path);
             let data = serde_json::to_vec(&file.image).map_err(write_err)?;
             inner.current = Some((meta.clone(), data.clone()));
             (meta, data)
@@ -143,16 +167,41 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     }
 }
 
-/// Deletes every snapshot file but `keep`.
-fn remove_older(dir: &Path, keep: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        if path != keep && path.extension().is_some_and(|x| x == "snap") {
-            if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "could not remove an old metadata snapshot");
+impl StateMachine {
+    /// Deletes every snapshot file but `newest` and the newest one older than it, and moves
+    /// the purge limit to the older one kept.
+    fn keep_two(&self, dir: &Path, newest: &Path) {
+        let Ok(files) = snapshot_files(dir) else { return };
+        let older = files.iter().filter(|p| p.as_path() < newest).next_back().cloned();
+        for path in files {
+            if path != newest && Some(&path) != older.as_ref() {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), error = %e, "could not remove an old metadata snapshot");
+                }
             }
         }
+        self.purge_limit.store(older.map_or(0, |p| snapshot_index(&p) + 1), Ordering::Relaxed);
     }
+}
+
+/// The snapshot files in `dir`, oldest first (their names sort by term, then index).
+fn snapshot_files(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| write_err(format!("listing {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "snap"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The last log index a snapshot file covers, from its name (`<term>-<index>.snap`).
+fn snapshot_index(path: &Path) -> u64 {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.split_once('-'))
+        .and_then(|(_, i)| i.parse().ok())
+        .unwrap_or(0)
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
@@ -222,7 +271,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let bytes = serde_json::to_vec(&file).map_err(write_err)?;
             let path = snapshot_path(&inner.dir, meta);
             atomic_file::write(&path, &bytes).map_err(|e| write_err(format!("writing {}: {e}", path.display())))?;
-            remove_older(&inner.dir, &path);
+            self.keep_two(&inner.dir, &path);
             inner.image = image.clone();
             inner.last_applied = meta.last_log_id;
             inner.membership = meta.last_membership.clone();

@@ -149,3 +149,108 @@ fn a_snapshot_is_loaded_back_at_start_with_its_image() {
         assert!(again.get_current_snapshot().await.expect("current").is_some());
     });
 }
+
+/// docs/durability.md: each small file of the raft log, empty, cut in half or removed, opens
+/// with its fallback instead of stopping the broker.
+#[test]
+fn each_small_file_empty_torn_or_removed_opens_with_its_fallback() {
+    for file in ["vote.json", "committed.json", "purged.json"] {
+        for damage in ["empty", "half", "removed"] {
+            let dir = TempDir::new().expect("tempdir");
+            runtime().block_on(async {
+                let mut log = LogStore::open(dir.path()).expect("open");
+                log.save_vote(&Vote::new(3, 1)).await.expect("vote");
+                let big = "x".repeat(200_000);
+                log.blocking_append((1..=30).map(|i| command_ent(3, i, &format!("{big}{i}")))).await.expect("append");
+                log.save_committed(Some(log_id(3, 0, 28))).await.expect("committed");
+                log.purge(log_id(3, 0, 20)).await.expect("purge");
+                drop(log);
+                let path = dir.path().join(file);
+                let whole = std::fs::read(&path).expect("the file exists");
+                match damage {
+                    "empty" => std::fs::write(&path, b"").expect("empty"),
+                    "half" => std::fs::write(&path, &whole[..whole.len() / 2]).expect("half"),
+                    _ => std::fs::remove_file(&path).expect("remove"),
+                }
+                let snapshot = Some(log_id(3, 0, 22));
+                let mut log = LogStore::open_beside(dir.path(), snapshot)
+                    .unwrap_or_else(|e| panic!("{file} {damage}: the log opens: {e}"));
+                let vote = log.read_vote().await.expect("vote").expect("a vote");
+                let committed = log.read_committed().await.expect("committed");
+                let state = log.get_log_state().await.expect("state");
+                let kept = indexes(&mut log).await;
+                assert_eq!(state.last_log_id, Some(log_id(3, 0, 30)), "{file} {damage}");
+                match file {
+                    "vote.json" => {
+                        // The vote the entries prove: term 3, for the leader of the last entry
+                        // (node 0), not the vote for node 1 that was lost.
+                        assert_eq!(vote, Vote::new(3, 0), "{file} {damage}");
+                        assert_eq!(committed, Some(log_id(3, 0, 28)));
+                    }
+                    "committed.json" => {
+                        assert_eq!(vote, Vote::new(3, 1));
+                        assert_eq!(committed, None, "{file} {damage}: replays less, nothing else");
+                    }
+                    _ => {
+                        // The snapshot covers what was purged.
+                        assert_eq!(state.last_purged_log_id, Some(log_id(3, 0, 22)), "{file} {damage}");
+                        assert_eq!(kept, (23..=30).collect::<Vec<_>>());
+                    }
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn a_lost_purged_file_without_a_snapshot_starts_the_log_at_its_first_entry() {
+    let dir = TempDir::new().expect("tempdir");
+    runtime().block_on(async {
+        let mut log = LogStore::open(dir.path()).expect("open");
+        let big = "x".repeat(200_000);
+        log.blocking_append((1..=30).map(|i| command_ent(2, i, &format!("{big}{i}")))).await.expect("append");
+        log.purge(log_id(2, 0, 20)).await.expect("purge");
+        drop(log);
+        std::fs::remove_file(dir.path().join("purged.json")).expect("remove");
+        let mut log = LogStore::open(dir.path()).expect("reopen");
+        let kept = indexes(&mut log).await;
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(kept[0] - 1));
+        assert_eq!(kept.last(), Some(&30));
+    });
+}
+
+#[test]
+fn a_damaged_newest_snapshot_is_replaced_by_the_older_one_the_log_still_covers() {
+    let dir = TempDir::new().expect("tempdir");
+    runtime().block_on(async {
+        let snapshots = dir.path().join("snapshots");
+        let mut sm = StateMachine::open(&snapshots).expect("open");
+        let mut log = LogStore::open(&dir.path().join("raft")).expect("open");
+        log.limit_purges(sm.purge_limit());
+        let entries: Vec<_> = (1..=9).map(|i| command_ent(1, i, &format!("topic-{i}"))).collect();
+        log.blocking_append(entries.clone()).await.expect("append");
+        for (upto, count) in [(3, 3), (6, 3), (9, 3)] {
+            sm.apply(entries[upto - count..upto].to_vec()).await.expect("apply");
+            let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.expect("snapshot");
+            // What openraft asks once a snapshot exists: purge everything it covers.
+            log.purge(snapshot.meta.last_log_id.expect("log id")).await.expect("purge");
+        }
+        let files = |dir: &std::path::Path| std::fs::read_dir(dir).expect("dir").count();
+        assert_eq!(files(&snapshots), 2, "the newest snapshot and the one before it");
+        assert_eq!(
+            log.get_log_state().await.expect("state").last_purged_log_id,
+            Some(log_id(1, 0, 6)),
+            "the log is purged no further than the older snapshot"
+        );
+        drop((sm, log));
+        let newest = snapshots.join(format!("{:020}-{:020}.snap", 1, 9));
+        let whole = std::fs::read(&newest).expect("newest snapshot");
+        std::fs::write(&newest, &whole[..whole.len() / 2]).expect("damage it");
+        let sm = StateMachine::open(&snapshots).expect("opens on the older snapshot");
+        assert_eq!(sm.snapshot_last_log_id(), Some(log_id(1, 0, 6)));
+        assert_eq!(sm.image().topics.len(), 6);
+        let mut log = LogStore::open_beside(&dir.path().join("raft"), sm.snapshot_last_log_id()).expect("log");
+        assert_eq!(indexes(&mut log).await, vec![7, 8, 9], "the log holds everything after the older snapshot");
+    });
+}

@@ -207,6 +207,7 @@ fn leftover_files_are_deleted_and_foreign_files_kept() {
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        "cleaner.checkpoint",
         "log.checkpoint",
         "partition.metadata",
     ];
