@@ -9,7 +9,7 @@
 // openraft's RPC error types are large, and the trait methods this file implements return them.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,17 +74,22 @@ pub struct Network {
     pub channels: Channels,
     pub cluster_id: ClusterIdSource,
     pub contacts: Contacts,
+    /// The voters' addresses as configured (`--voters`): they win over the addresses the
+    /// membership remembers, so a cluster started again with new ports or addresses (`strom
+    /// dev` on an existing data directory) reaches its voters and forms its quorum again.
+    pub configured: Arc<BTreeMap<u64, String>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        let addr = self.configured.get(&target).cloned().unwrap_or_else(|| node.addr.clone());
         Peer {
             me: self.me,
             target,
-            addr: node.addr.clone(),
-            channel: self.channels.get(&node.addr).map_err(|e| e.to_string()),
+            channel: self.channels.get(&addr).map_err(|e| e.to_string()),
+            addr,
             cluster_id: self.cluster_id.clone(),
             contacts: self.contacts.clone(),
         }

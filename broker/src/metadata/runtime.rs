@@ -104,6 +104,7 @@ impl Metadata {
             channels: channels.clone(),
             cluster_id: ClusterIdSource(image.clone()),
             contacts: contacts.clone(),
+            configured: Arc::new(settings.voters.iter().map(|(id, addr)| (node_id(id), addr.to_string())).collect()),
         };
         let config = raft_config(settings.tuning).map_err(MetadataError::Config)?;
         let raft = Raft::new(node_id(settings.node_id), config, network, log_store.clone(), state_machine.clone())
