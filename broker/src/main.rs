@@ -53,6 +53,7 @@ fn main() -> ExitCode {
                         Err(e) => return fail(&e),
                     }
                 }
+                tokio::spawn(logging::report_suppressed(Duration::from_secs(60)));
                 let (trigger, shutdown) = broker::shutdown::channel();
                 tokio::spawn(async move {
                     let sig = signals::stop_requested().await;

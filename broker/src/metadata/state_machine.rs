@@ -172,7 +172,7 @@ impl StateMachine {
     /// the purge limit to the older one kept.
     fn keep_two(&self, dir: &Path, newest: &Path) {
         let Ok(files) = snapshot_files(dir) else { return };
-        let older = files.iter().filter(|p| p.as_path() < newest).next_back().cloned();
+        let older = files.iter().rfind(|p| p.as_path() < newest).cloned();
         for path in files {
             if path != newest && Some(&path) != older.as_ref() {
                 if let Err(e) = std::fs::remove_file(&path) {
