@@ -164,6 +164,7 @@ pub async fn run(
             me,
             max_wait: Duration::from_millis(config.replica_fetch_wait_max_ms),
             max_bytes: i32::try_from(config.replica_fetch_response_max_bytes).unwrap_or(i32::MAX),
+            fsync_before_next_fetch: config.flush_on_acks_all,
         },
         replicas.clone(),
         metadata.channels.clone(),

@@ -45,6 +45,9 @@ pub struct BrokerOptions {
     pub advertised_kafka: Option<SocketAddr>,
     /// Anything else, appended verbatim after the flags above.
     pub extra_args: Vec<String>,
+    /// Environment variables for the process (e.g. the power-cut shim's `LD_PRELOAD`), set
+    /// after every inherited `STROM_*` one is removed.
+    pub env: Vec<(String, String)>,
 }
 
 /// A `strom serve` process owned by a test. Dropping it kills the process.
@@ -197,6 +200,7 @@ impl BrokerProcess {
                 cmd.env_remove(&key);
             }
         }
+        cmd.envs(self.options.env.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn().with_context(|| format!("spawn {} {}", self.bin.display(), args.join(" ")))?;
         self.child = Some(child);
         Ok(())

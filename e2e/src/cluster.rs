@@ -37,6 +37,8 @@ pub struct ClusterSpec {
     /// Brokers (learners) that get their ports and data dirs but are not started: a test
     /// starts them later (`cluster.broker(id).start()`) to grow the cluster.
     pub held_back: Vec<i32>,
+    /// Environment variables every broker gets ([`BrokerOptions::env`]).
+    pub env: Vec<(String, String)>,
 }
 
 impl ClusterSpec {
@@ -49,6 +51,7 @@ impl ClusterSpec {
             extra_args: FAST_SESSIONS.iter().map(|s| s.to_string()).collect(),
             proxied: Vec::new(),
             held_back: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -163,6 +166,7 @@ impl Cluster {
                 node_id: Some(i32::try_from(id).context("broker id")?),
                 voters: Some(voters.clone()),
                 extra_args,
+                env: spec.env.clone(),
                 ..BrokerOptions::default()
             };
             let tmp = tempfile::Builder::new()

@@ -113,6 +113,12 @@ impl Writer {
         self.log.acked_count()
     }
 
+    /// Every delivery report so far (a power-cut test takes what was acknowledged before the
+    /// cut from it).
+    pub fn reports(&self) -> Reports {
+        self.log.snapshot()
+    }
+
     /// Waits until at least `more` records beyond the current count are acknowledged: the
     /// cluster makes progress. Fails after `timeout`.
     pub fn wait_progress(&self, more: usize, timeout: Duration) -> Result<()> {

@@ -99,6 +99,9 @@ impl ControllerClient {
         let started = Instant::now();
         let mut last = String::from("no attempt yet");
         let mut attempt = 0usize;
+        // Redirects followed at once since the last pause: two brokers naming each other
+        // (stale hints during an election) must not make a tight loop.
+        let mut redirects = 0u32;
         loop {
             if let Some((id, addr)) = self.target(attempt) {
                 match self.channels.get(&addr) {
@@ -125,7 +128,10 @@ impl ControllerClient {
                                         last = outcome.message;
                                         if next.is_some() {
                                             attempt = 0;
-                                            continue;
+                                            redirects += 1;
+                                            if redirects <= 3 {
+                                                continue;
+                                            }
                                         }
                                     }
                                     ErrorCode::NotCommitted => last = outcome.message,
@@ -141,6 +147,7 @@ impl ControllerClient {
             if started.elapsed() >= timeout {
                 return Err(ClientError::Timeout { waited: timeout, last });
             }
+            redirects = 0;
             tokio::time::sleep(Duration::from_millis(100).min(timeout.saturating_sub(started.elapsed()))).await;
         }
     }

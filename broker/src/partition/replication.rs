@@ -244,6 +244,7 @@ impl Partition {
         records: &Bytes,
         leader_high_watermark: i64,
         leader_log_start_offset: i64,
+        fsync: bool,
     ) -> Result<i64, PartitionError> {
         let now = now_ms();
         let mut state = self.state.lock();
@@ -258,7 +259,10 @@ impl Partition {
                     state.producers.record(&producer_batch(&h), h.base_offset, h.last_offset());
                 }
             }
-            if let Err(e) = state.log.flush_if_due(now) {
+            if fsync {
+                // Durable mode: on disk before the next fetch reports this log end.
+                state.log.flush().map_err(|e| self.log_error(e))?;
+            } else if let Err(e) = state.log.flush_if_due(now) {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
             }
         }

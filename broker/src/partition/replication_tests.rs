@@ -76,7 +76,7 @@ fn fetch_once(leader: &Partition, follower: &Partition, epoch: i32) -> bool {
         return true;
     }
     follower
-        .append_from_leader(epoch, &read.records.unwrap_or_default(), read.high_watermark, read.log_start_offset)
+        .append_from_leader(epoch, &read.records.unwrap_or_default(), read.high_watermark, read.log_start_offset, false)
         .expect("append");
     false
 }
@@ -185,7 +185,7 @@ fn an_answer_fetched_in_an_older_epoch_cannot_touch_a_replica_that_leads_now() {
     // Answers of a fetch made in epoch 0 arrive now: each is refused, nothing changes.
     let late = two.truncate_to(0, 5);
     assert!(matches!(late, Err(PartitionError::NotFollowing { fetched_in: 0, leader_epoch: 1, .. })), "{late:?}");
-    let late = two.append_from_leader(0, &batch(1, "late"), 5, 0);
+    let late = two.append_from_leader(0, &batch(1, "late"), 5, 0, false);
     assert!(matches!(late, Err(PartitionError::NotFollowing { .. })), "{late:?}");
     let late = two.truncate_fully_and_start_at(0, 0);
     assert!(matches!(late, Err(PartitionError::NotFollowing { .. })), "{late:?}");

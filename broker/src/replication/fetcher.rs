@@ -40,6 +40,10 @@ pub struct FetcherConfig {
     pub max_wait: Duration,
     /// `replica.fetch.response.max.bytes`.
     pub max_bytes: i32,
+    /// Durable mode (`--flush-on-acks-all`): what a fetch brought is fsynced before the next
+    /// fetch reports the new log end to the leader, so the high watermark only passes records
+    /// every in-sync replica has on disk (one fsync per partition per fetch: group commit).
+    pub fsync_before_next_fetch: bool,
 }
 
 type Targets = BTreeMap<(String, i32), FollowTarget>;
@@ -220,7 +224,8 @@ async fn fetch_loop(mut l: FetchLoop) {
                 continue;
             }
         };
-        let applied = tokio::task::spawn_blocking(move || apply_all(partitions, &local)).await;
+        let fsync = l.config.fsync_before_next_fetch;
+        let applied = tokio::task::spawn_blocking(move || apply_all(partitions, &local, fsync)).await;
         match applied {
             Ok(true) => backoff = Duration::from_millis(50),
             Ok(false) => {
@@ -238,11 +243,15 @@ async fn fetch_loop(mut l: FetchLoop) {
 }
 
 /// Applies one answer; true if any partition made progress (or is in step).
-fn apply_all(partitions: Vec<PartitionData>, local: &HashMap<(String, i32), (Arc<Partition>, i32)>) -> bool {
+fn apply_all(
+    partitions: Vec<PartitionData>,
+    local: &HashMap<(String, i32), (Arc<Partition>, i32)>,
+    fsync: bool,
+) -> bool {
     let mut progress = false;
     for data in partitions {
         let Some((replica, fetched_in)) = local.get(&(data.topic.clone(), data.partition)) else { continue };
-        match apply(replica, *fetched_in, &data) {
+        match apply(replica, *fetched_in, &data, fsync) {
             Ok(p) => progress |= p,
             Err(e @ crate::partition::PartitionError::NotFollowing { .. }) => {
                 // The metadata moved on while the fetch was in flight (this broker may lead
@@ -261,7 +270,12 @@ fn apply_all(partitions: Vec<PartitionData>, local: &HashMap<(String, i32), (Arc
 }
 
 /// Applies one partition's answer; true unless the leader refused it.
-fn apply(replica: &Partition, fetched_in: i32, data: &PartitionData) -> Result<bool, crate::partition::PartitionError> {
+fn apply(
+    replica: &Partition,
+    fetched_in: i32,
+    data: &PartitionData,
+    fsync: bool,
+) -> Result<bool, crate::partition::PartitionError> {
     let error = ReplicaError::try_from(data.error).unwrap_or(ReplicaError::StorageError);
     match error {
         ReplicaError::None if data.diverged => {
@@ -279,7 +293,7 @@ fn apply(replica: &Partition, fetched_in: i32, data: &PartitionData) -> Result<b
             Ok(true)
         }
         ReplicaError::None => {
-            replica.append_from_leader(fetched_in, &data.records, data.high_watermark, data.log_start_offset)?;
+            replica.append_from_leader(fetched_in, &data.records, data.high_watermark, data.log_start_offset, fsync)?;
             Ok(true)
         }
         ReplicaError::OffsetOutOfRange => {

@@ -79,7 +79,8 @@ async fn a_partition_followed_while_a_fetch_is_held_is_fetched_at_once() {
     let (_epoch_tx, epoch_rx) = watch::channel(Some(7u64));
     let (_trigger, shutdown) = crate::shutdown::channel();
     // A held fetch would only be given up after max_wait + 10 s: far beyond this test's wait.
-    let config = FetcherConfig { me: 1, max_wait: Duration::from_secs(60), max_bytes: 1 << 20 };
+    let config =
+        FetcherConfig { me: 1, max_wait: Duration::from_secs(60), max_bytes: 1 << 20, fsync_before_next_fetch: false };
     let fetchers = ReplicaFetchers::new(config, replicas.clone(), Channels::default(), image_rx, epoch_rx, shutdown);
 
     let follow =

@@ -109,7 +109,9 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                             at: (resp.responses.len(), topic_resp.partition_responses.len()),
                             partition,
                             last_offset: outcome.last_offset,
-                            fsync: node.config.flush_on_acks_all && !outcome.duplicate,
+                            // A retry's original may still be waiting for its own fsync: flush_through
+                            // returns at once when it is done.
+                            fsync: node.config.flush_on_acks_all,
                         });
                     }
                 }

@@ -576,6 +576,9 @@ impl Controller {
             if leading && !self.is_active() {
                 // Include everything the previous controller committed before deciding.
                 if self.raft.ensure_linearizable().await.is_err() {
+                    // No quorum behind this leader: try again later, not in a loop woken by
+                    // every change of raft's metrics.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
                 self.sessions.lock().activate(&self.image(), Instant::now());
