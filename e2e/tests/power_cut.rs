@@ -7,6 +7,8 @@
 //!   `--flush-on-acks-all true` every record acknowledged before all three brokers lost power
 //!   is read back, exactly once, in order.
 //! - `durable_mode_keeps_every_acknowledged_record_when_one_broker_loses_power`.
+//! - `a_durable_topic_keeps_every_acknowledged_record_when_all_brokers_lose_power`: the same
+//!   for one topic with Kafka's `flush.messages=1` on brokers in the default mode.
 //! - `default_mode_loses_only_the_unsynced_tail_when_all_brokers_lose_power`: the default
 //!   mode's loss is printed; what is lost of each partition is a tail of what was acknowledged
 //!   (never a hole), as docs/durability.md bounds it.
@@ -34,7 +36,19 @@ struct Outcome {
     lost: Vec<Delivered>,
 }
 
-fn run(durable: bool, all: bool) -> Outcome {
+/// How the records are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Kafka's default: nothing fsynced before an acknowledgement.
+    Default,
+    /// The whole cluster: `--flush-on-acks-all true` on every broker.
+    Durable,
+    /// One topic: Kafka's `flush.messages=1` on it (every append fsynced, leader and followers).
+    DurableTopic,
+}
+
+fn run(mode: Mode, all: bool) -> Outcome {
+    let durable = mode == Mode::Durable;
     let shim_dir = tempfile::tempdir().unwrap();
     let power = PowerCut::new(shim_dir.path()).unwrap();
     let mut spec = ClusterSpec::new(3, 3);
@@ -45,7 +59,11 @@ fn run(durable: bool, all: bool) -> Outcome {
     let mut cluster = Cluster::start(spec).unwrap();
     let bootstrap = cluster.bootstrap();
     let admin = clients::admin_client(&bootstrap).unwrap();
-    clients::create_topic_with(&admin, TOPIC, PARTITIONS, 3, &[("min.insync.replicas", "2")]).unwrap().unwrap();
+    let mut configs = vec![("min.insync.replicas", "2")];
+    if mode == Mode::DurableTopic {
+        configs.push(("flush.messages", "1"));
+    }
+    clients::create_topic_with(&admin, TOPIC, PARTITIONS, 3, &configs).unwrap().unwrap();
     cluster.wait_fully_replicated(&[0, 1, 2], TOPIC, 3, Duration::from_secs(30)).unwrap();
 
     let writer = Writer::start(&bootstrap, TOPIC, PARTITIONS, 3000).unwrap();
@@ -60,8 +78,7 @@ fn run(durable: bool, all: bool) -> Outcome {
     let roots: Vec<PathBuf> = victims.iter().map(|id| cluster.brokers[*id as usize].data_dir().to_path_buf()).collect();
     let report = power.cut(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>()).unwrap();
     println!(
-        "power cut of broker(s) {victims:?} ({} mode): {} records acknowledged before it; {} files cut, {} bytes, {} emptied",
-        if durable { "durable" } else { "default" },
+        "power cut of broker(s) {victims:?} ({mode:?} mode): {} records acknowledged before it; {} files cut, {} bytes, {} emptied",
         acked_before.len(),
         report.files.len(),
         report.bytes_cut,
@@ -111,7 +128,7 @@ fn run(durable: bool, all: bool) -> Outcome {
 
 #[test]
 fn durable_mode_keeps_every_acknowledged_record_when_all_brokers_lose_power() {
-    let outcome = run(true, true);
+    let outcome = run(Mode::Durable, true);
     assert!(!outcome.acked_before.is_empty());
     assert!(
         outcome.lost.is_empty(),
@@ -122,20 +139,27 @@ fn durable_mode_keeps_every_acknowledged_record_when_all_brokers_lose_power() {
 }
 
 #[test]
+fn a_durable_topic_keeps_every_acknowledged_record_when_all_brokers_lose_power() {
+    let outcome = run(Mode::DurableTopic, true);
+    assert!(!outcome.acked_before.is_empty());
+    assert!(outcome.lost.is_empty(), "lost {} acknowledged records", outcome.lost.len());
+}
+
+#[test]
 fn durable_mode_keeps_every_acknowledged_record_when_one_broker_loses_power() {
-    let outcome = run(true, false);
+    let outcome = run(Mode::Durable, false);
     assert!(outcome.lost.is_empty(), "lost {} acknowledged records", outcome.lost.len());
 }
 
 #[test]
 fn default_mode_loses_nothing_when_one_broker_loses_power() {
-    let outcome = run(false, false);
+    let outcome = run(Mode::Default, false);
     assert!(outcome.lost.is_empty(), "lost {} acknowledged records", outcome.lost.len());
 }
 
 #[test]
 fn default_mode_loses_only_the_unsynced_tail_when_all_brokers_lose_power() {
-    let outcome = run(false, true);
+    let outcome = run(Mode::Default, true);
     let lost: HashSet<usize> = outcome.lost.iter().map(|d| d.id).collect();
     println!(
         "default mode, all brokers lost power: {} of {} acknowledged records lost ({:.1} %)",
