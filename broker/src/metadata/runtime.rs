@@ -58,6 +58,13 @@ pub enum MetadataError {
         #[source]
         source: Box<StorageError>,
     },
+    #[error(
+        "the metadata log in {path} starts at index {first_index}, after the newest readable snapshot \
+         (which ends at {snapshot_end:?}): the metadata cannot be rebuilt here. A voter of a larger \
+         quorum can be started on an empty metadata directory to take the leader's snapshot \
+         (docs/durability.md)"
+    )]
+    PurgedPastSnapshot { path: PathBuf, first_index: u64, snapshot_end: Option<u64> },
     #[error("metadata quorum settings")]
     Config(#[source] Box<openraft::ConfigError>),
     #[error("starting raft")]
@@ -96,6 +103,13 @@ impl Metadata {
         let log_store = LogStore::open_beside(&log_dir, state_machine.snapshot_last_log_id())
             .map_err(|source| MetadataError::OpenLog { path: log_dir.clone(), source })?;
         log_store.limit_purges(state_machine.purge_limit());
+        // Entries purged below the first one kept must be in the snapshot; if the snapshot
+        // that held them is unreadable, raft would start from an image that misses them.
+        let snapshot_end = state_machine.snapshot_last_log_id().map(|l| l.index);
+        let first_index = log_store.first_index();
+        if first_index > snapshot_end.map_or(0, |end| end + 1) {
+            return Err(MetadataError::PurgedPastSnapshot { path: settings.dir.clone(), first_index, snapshot_end });
+        }
         let image = state_machine.subscribe();
         let channels = Channels::default();
         let contacts = Contacts::default();
