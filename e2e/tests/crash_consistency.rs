@@ -203,6 +203,29 @@ fn wait_dev_ready(lines: &mpsc::Receiver<String>, brokers: usize, within: Durati
     pids
 }
 
+/// A `strom dev` process and its brokers, all SIGKILLed when dropped (a failing test must not
+/// leave a cluster running).
+struct Dev {
+    child: Child,
+    pids: Vec<i32>,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if self.pids.is_empty() {
+            // The brokers' pids are not known yet (a failed start): SIGTERM makes `strom dev`
+            // stop them itself.
+            use nix::sys::signal::{kill, Signal};
+            let _ = kill(nix::unistd::Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        kill_all(&mut self.child, &self.pids);
+    }
+}
+
 fn start_dev(kafka_port: u16, data: &Path) -> Child {
     Command::new(strom_bin().unwrap())
         .args(["dev", "--brokers", "3", "--port", &kafka_port.to_string(), "--data-dir"])
@@ -245,20 +268,20 @@ fn strom_dev_killed_and_started_again_serves_its_records_within_30_s() {
         })
         .expect("three free ports in a row");
     let data = tempfile::tempdir().unwrap();
-    let mut dev = start_dev(base, data.path());
-    let lines = dev_lines(&mut dev);
-    let pids = wait_dev_ready(&lines, 3, Duration::from_secs(120));
+    let mut dev = Dev { child: start_dev(base, data.path()), pids: Vec::new() };
+    let lines = dev_lines(&mut dev.child);
+    dev.pids = wait_dev_ready(&lines, 3, Duration::from_secs(120));
     let bootstrap = format!("127.0.0.1:{base}");
     let topic = "dev-restart";
     let admin = clients::admin_client(&bootstrap).unwrap();
     clients::create_topic_with(&admin, topic, 3, 3, &[("min.insync.replicas", "2")]).unwrap().unwrap();
     let written = produce(&bootstrap, topic, 3000);
-    kill_all(&mut dev, &pids);
+    drop(dev);
 
     let started = Instant::now();
-    let mut dev = start_dev(base, data.path());
-    let lines = dev_lines(&mut dev);
-    let pids = wait_dev_ready(&lines, 3, Duration::from_secs(30));
+    let mut dev = Dev { child: start_dev(base, data.path()), pids: Vec::new() };
+    let lines = dev_lines(&mut dev.child);
+    dev.pids = wait_dev_ready(&lines, 3, Duration::from_secs(30));
     let read = read_values(&bootstrap, topic, written.len());
     let took = started.elapsed();
     println!(
@@ -267,7 +290,6 @@ fn strom_dev_killed_and_started_again_serves_its_records_within_30_s() {
     );
     assert_eq!(read, written.iter().cloned().collect::<BTreeSet<_>>());
     assert!(took < Duration::from_secs(30), "served within 30 s, took {took:?}");
-    kill_all(&mut dev, &pids);
 }
 
 /// utime + stime of `pid`, in clock ticks.

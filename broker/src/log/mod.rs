@@ -53,11 +53,13 @@ mod window;
 #[cfg(test)]
 mod tests;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IoSlice;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -73,6 +75,9 @@ pub use records::{for_each_header, for_each_record, RecordView, RecordsError};
 
 use checkpoint::Checkpoint;
 use segment::Segment;
+
+/// How often flushes write `log.checkpoint` at most ([`Log::flush`]).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What an append wrote.
 #[derive(Debug, Clone)]
@@ -136,6 +141,11 @@ pub struct Log {
     latest_leader_epoch: i32,
     /// When the oldest unflushed append happened, for `flush.ms`.
     first_unflushed_ms: Option<i64>,
+    /// A segment was created since the directory was last fsynced: the next flush makes its
+    /// directory entry durable too.
+    dir_unsynced: bool,
+    /// When a flush last wrote `log.checkpoint`; see [`Log::flush`].
+    checkpointed_at: Cell<Option<Instant>>,
     /// The cleaner checkpoint: compaction has rewritten the closed segments below this offset
     /// (they may have offset gaps); the bytes from here on are dirty. 0 if never compacted.
     first_dirty_offset: i64,
@@ -321,13 +331,24 @@ impl Log {
 
     /// fsync everything, advance the recovery point to the log end offset, write the
     /// checkpoint: the active segment and any closed one not yet flushed after its roll.
+    ///
+    /// The checkpoint is written at most every [`CHECKPOINT_INTERVAL`] by flushes (durable
+    /// mode flushes for every acks=all group commit, and a checkpoint costs two more fsyncs):
+    /// a recovery point on disk that lags only makes a restart after a crash rescan more.
     pub fn flush(&mut self) -> Result<(), LogError> {
         for segment in self.segments.range(self.first_unflushed_base()..).map(|(_, s)| s) {
             segment.flush()?;
         }
+        if self.dir_unsynced {
+            checkpoint::sync_dir(&self.dir)?;
+            self.dir_unsynced = false;
+        }
         self.recovery_point = self.log_end_offset;
         self.first_unflushed_ms = None;
-        self.write_checkpoint(false)
+        if self.checkpointed_at.get().is_none_or(|at| at.elapsed() >= CHECKPOINT_INTERVAL) {
+            self.write_checkpoint(false)?;
+        }
+        Ok(())
     }
 
     /// Clean close: flush, close the active segment's indexes (trimmed, with the closing
@@ -355,6 +376,7 @@ impl Log {
         self.active_mut().close_indexes()?;
         let segment = Segment::create(&self.dir, base_offset, &self.config)?;
         self.segments.insert(base_offset, segment);
+        self.dir_unsynced = true;
         tracing::debug!(dir = %self.dir.display(), base_offset, reason, "rolled a new segment");
         Ok(())
     }
@@ -378,7 +400,9 @@ impl Log {
     }
 
     fn write_checkpoint(&self, clean_shutdown: bool) -> Result<(), LogError> {
-        checkpoint::write(&self.dir, &Checkpoint::new(self.log_start_offset, self.recovery_point, clean_shutdown))
+        checkpoint::write(&self.dir, &Checkpoint::new(self.log_start_offset, self.recovery_point, clean_shutdown))?;
+        self.checkpointed_at.set(Some(Instant::now()));
+        Ok(())
     }
 
     /// The offset after the last batch of the segment at `base_offset`: the next segment's

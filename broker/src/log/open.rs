@@ -61,6 +61,8 @@ impl Log {
             truncations: 0,
             latest_leader_epoch: -1,
             first_unflushed_ms: None,
+            dir_unsynced: false,
+            checkpointed_at: std::cell::Cell::new(None),
             first_dirty_offset,
         };
         log.load(clean)?;
