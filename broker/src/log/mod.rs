@@ -387,6 +387,11 @@ impl Log {
         self.segments.range(..=self.recovery_point).next_back().map_or(i64::MIN, |(base, _)| *base)
     }
 
+    /// Whether everything appended is on disk (the recovery point is the log end).
+    pub fn is_flushed(&self) -> bool {
+        self.recovery_point >= self.log_end_offset
+    }
+
     fn unflushed_messages(&self) -> i64 {
         self.log_end_offset - self.recovery_point
     }

@@ -27,12 +27,15 @@ use openraft::{RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::watch;
 
 use super::atomic_file;
 use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
 /// A segment rolls once it holds this many bytes.
 pub const SEGMENT_BYTES: u64 = 1024 * 1024;
+/// How long a purge past the whole log waits for the snapshot covering it to be on disk.
+const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The largest frame accepted when reading a segment back.
 const MAX_FRAME: u32 = 64 * 1024 * 1024;
 
@@ -57,10 +60,8 @@ struct Inner {
     last_purged: Option<LogId>,
     /// Purges stop below this index (None: purge as asked); see [`LogStore::limit_purges`].
     purge_limit: Option<Arc<AtomicU64>>,
-}
-
-fn io_read(e: &io::Error) -> StorageError {
-    StorageIOError::read_logs(e).into()
+    /// The newest snapshot on disk; a purge past the whole log waits for it.
+    persisted: Option<watch::Receiver<Option<u64>>>,
 }
 
 fn io_write(e: &io::Error) -> StorageError {
@@ -158,6 +159,7 @@ impl LogStore {
             committed,
             last_purged,
             purge_limit: None,
+            persisted: None,
         };
         let purged_index = last_purged.map(|l| l.index);
         let mut torn = false;
@@ -200,8 +202,15 @@ impl LogStore {
     /// the whole log (a snapshot installed from the leader is newer than everything here). The
     /// state machine keeps two snapshots and sets it to one past the older one's last index,
     /// so a damaged newest snapshot can be replaced by the older one and the log after it.
-    pub fn limit_purges(&self, limit: Arc<AtomicU64>) {
-        self.inner.lock().purge_limit = Some(limit);
+    ///
+    /// A purge past the whole log (after a snapshot from the leader was installed) waits until
+    /// `persisted` says that snapshot is on disk: openraft runs the install and the purge
+    /// concurrently, and a crash between a purge recorded and a snapshot not yet written would
+    /// leave entries that are nowhere.
+    pub fn limit_purges(&self, limit: Arc<AtomicU64>, persisted: watch::Receiver<Option<u64>>) {
+        let mut inner = self.inner.lock();
+        inner.purge_limit = Some(limit);
+        inner.persisted = Some(persisted);
     }
 
     /// The index of the last entry (or of the last purged one), 0 if none.
@@ -457,15 +466,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let waiting = {
+            let inner = self.inner.lock();
+            let past_the_log = inner.entries.keys().next_back().is_none_or(|last| log_id.index > *last);
+            inner.persisted.clone().filter(|_| past_the_log)
+        };
+        if let Some(mut persisted) = waiting {
+            let on_disk = persisted.wait_for(|p| p.is_some_and(|index| index >= log_id.index));
+            if tokio::time::timeout(PURGE_WAIT, on_disk).await.is_err() {
+                tracing::warn!(
+                    index = log_id.index,
+                    "purging the metadata log past its end before the snapshot that covers it was written"
+                );
+            }
+        }
         let mut inner = self.inner.lock();
         match inner.limited_purge(log_id) {
             Some(upto) => inner.purge_upto(upto).map_err(|e| io_write(&e)),
             None => Ok(()),
         }
     }
-}
-
-/// Reads a JSON file written by [`write_json`]; for the state machine's snapshot files too.
-pub(super) fn read_json_file<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StorageError> {
-    read_json(path).map_err(|e| io_read(&e))
 }

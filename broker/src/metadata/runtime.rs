@@ -102,7 +102,7 @@ impl Metadata {
         let log_dir = settings.dir.join("raft");
         let log_store = LogStore::open_beside(&log_dir, state_machine.snapshot_last_log_id())
             .map_err(|source| MetadataError::OpenLog { path: log_dir.clone(), source })?;
-        log_store.limit_purges(state_machine.purge_limit());
+        log_store.limit_purges(state_machine.purge_limit(), state_machine.persisted_snapshots());
         // Entries purged below the first one kept must be in the snapshot; if the snapshot
         // that held them is unreadable, raft would start from an image that misses them.
         let snapshot_end = state_machine.snapshot_last_log_id().map(|l| l.index);

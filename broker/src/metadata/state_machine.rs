@@ -24,7 +24,6 @@ use tokio::sync::watch;
 use super::atomic_file;
 use super::command::CommandResult;
 use super::image::MetadataImage;
-use super::log_store::read_json_file;
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 
 /// A snapshot file: its meta and the image's JSON.
@@ -55,6 +54,8 @@ pub struct StateMachine {
     /// the raft log is purged no further, so a damaged newest snapshot can be replaced by the
     /// older one plus the log after it ([`super::log_store::LogStore::limit_purges`]).
     purge_limit: Arc<AtomicU64>,
+    /// The last index of the newest snapshot on disk, once its file is written.
+    persisted: Arc<watch::Sender<Option<u64>>>,
 }
 
 fn snapshot_path(dir: &Path, meta: &SnapshotMeta) -> PathBuf {
@@ -83,9 +84,14 @@ impl StateMachine {
         };
         let mut files = snapshot_files(dir)?;
         while let Some(newest) = files.pop() {
-            let file: SnapshotFile = match read_json_file(&newest) {
-                Ok(Some(file)) => file,
-                Ok(None) => continue,
+            let bytes = match std::fs::read(&newest) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // Not damage: a failing disk or a limit. The snapshot may be fine; stop.
+                Err(e) => return Err(write_err(format!("reading {}: {e}", newest.display()))),
+            };
+            let file: SnapshotFile = match serde_json::from_slice(&bytes) {
+                Ok(file) => file,
                 Err(e) => {
                     tracing::error!(snapshot = %newest.display(), error = %e, "unreadable metadata snapshot; deleting it and loading the one before it");
                     if let Err(e) = std::fs::remove_file(&newest) {
@@ -104,17 +110,24 @@ impl StateMachine {
         }
         let purge_limit = Arc::new(AtomicU64::new(files.last().map_or(0, |older| snapshot_index(older) + 1)));
         let image = Arc::new(inner.image.clone());
+        let snapshot_end = inner.current.as_ref().and_then(|(meta, _)| meta.last_log_id).map(|l| l.index);
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
             publish: Arc::new(watch::Sender::new(image)),
             installs: Arc::new(AtomicU64::new(0)),
             purge_limit,
+            persisted: Arc::new(watch::Sender::new(snapshot_end)),
         })
     }
 
     /// The last log id the loaded snapshot covers.
     pub fn snapshot_last_log_id(&self) -> Option<LogId> {
         self.inner.lock().current.as_ref().and_then(|(meta, _)| meta.last_log_id)
+    }
+
+    /// The last index of the newest snapshot written to disk, as it changes.
+    pub fn persisted_snapshots(&self) -> watch::Receiver<Option<u64>> {
+        self.persisted.subscribe()
     }
 
     /// How far the raft log may be purged; see the field's documentation.
@@ -158,6 +171,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let path = snapshot_path(&inner.dir, &meta);
             atomic_file::write(&path, &bytes).map_err(|e| write_err(format!("writing {}: {e}", path.display())))?;
             self.keep_two(&inner.dir, &path);
+            self.persisted.send_replace(meta.last_log_id.map(|l| l.index));
             let data = serde_json::to_vec(&file.image).map_err(write_err)?;
             inner.current = Some((meta.clone(), data.clone()));
             (meta, data)
@@ -272,6 +286,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let path = snapshot_path(&inner.dir, meta);
             atomic_file::write(&path, &bytes).map_err(|e| write_err(format!("writing {}: {e}", path.display())))?;
             self.keep_two(&inner.dir, &path);
+            self.persisted.send_replace(meta.last_log_id.map(|l| l.index));
             inner.image = image.clone();
             inner.last_applied = meta.last_log_id;
             inner.membership = meta.last_membership.clone();

@@ -227,7 +227,7 @@ fn a_damaged_newest_snapshot_is_replaced_by_the_older_one_the_log_still_covers()
         let snapshots = dir.path().join("snapshots");
         let mut sm = StateMachine::open(&snapshots).expect("open");
         let mut log = LogStore::open(&dir.path().join("raft")).expect("open");
-        log.limit_purges(sm.purge_limit());
+        log.limit_purges(sm.purge_limit(), sm.persisted_snapshots());
         let entries: Vec<_> = (1..=9).map(|i| command_ent(1, i, &format!("topic-{i}"))).collect();
         log.blocking_append(entries.clone()).await.expect("append");
         for (upto, count) in [(3, 3), (6, 3), (9, 3)] {

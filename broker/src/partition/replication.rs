@@ -206,6 +206,22 @@ impl Partition {
         (state.log.log_end_offset(), state.epochs.latest_epoch().unwrap_or(-1))
     }
 
+    /// Whether part of the log is not yet on disk: a tail appended before a crash (the page
+    /// cache kept it; recovery does not fsync), before this replica stopped leading, or by a
+    /// fetch whose fsync failed.
+    pub fn has_unflushed(&self) -> bool {
+        !self.state.lock().log.is_flushed()
+    }
+
+    /// fsyncs whatever of the log is not on disk yet (nothing if all is).
+    pub fn flush_unflushed(&self) -> Result<(), PartitionError> {
+        let mut state = self.state.lock();
+        if state.log.is_flushed() {
+            return Ok(());
+        }
+        state.log.flush().map_err(|e| self.log_error(e))
+    }
+
     /// Where `epoch` ended in this replica's log.
     pub fn epoch_end(&self, epoch: i32) -> EpochEnd {
         let state = self.state.lock();

@@ -175,9 +175,38 @@ async fn fetch_loop(mut l: FetchLoop) {
             max_bytes: l.config.max_bytes,
             partitions: Vec::with_capacity(targets.len()),
         };
+        // Durable mode: a fetch reports the log end as this replica's position, so whatever of
+        // it is not on disk yet (a tail from before a crash or from when this broker led, or
+        // a fetch whose fsync failed) is fsynced first; a replica whose fsync fails is left
+        // out of the fetch rather than reporting what its disk may not keep.
+        let mut unsynced: Vec<(String, i32)> = Vec::new();
+        if l.config.fsync_before_next_fetch {
+            let pending: Vec<Arc<Partition>> = targets
+                .keys()
+                .filter_map(|(topic, p)| l.replicas.get(topic, *p))
+                .filter(|r| r.has_unflushed())
+                .collect();
+            if !pending.is_empty() {
+                let failed = tokio::task::spawn_blocking(move || {
+                    let mut failed = Vec::new();
+                    for replica in pending {
+                        if let Err(e) = replica.flush_unflushed() {
+                            tracing::error!(topic = %replica.topic, partition = replica.index, error = %crate::error_chain::display(&e), "could not fsync a replica before fetching");
+                            failed.push((replica.topic.to_string(), replica.index));
+                        }
+                    }
+                    failed
+                })
+                .await;
+                unsynced = failed.unwrap_or_default();
+            }
+        }
         // Each partition with the leader epoch it is fetched in.
         let mut local: HashMap<(String, i32), (Arc<Partition>, i32)> = HashMap::new();
         for ((topic, p), target) in &targets {
+            if unsynced.iter().any(|(t, i)| t == topic && i == p) {
+                continue;
+            }
             let Some(replica) = l.replicas.get(topic, *p).filter(|r| r.topic_id == target.topic_id) else { continue };
             let (fetch_offset, last_fetched_epoch) = replica.fetch_position();
             request.partitions.push(PartitionFetch {
