@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use strom_proto::admin::admin_client::AdminClient;
 use strom_proto::admin::{
-    CancelRebalanceRequest, DescribeClusterRequest, ListTopicsRequest, RebalanceMode as ProtoMode, RebalanceRequest,
-    RemoveBrokerRequest,
+    AlterTopicRequest, CancelRebalanceRequest, CreateTopicRequest, DeleteGroupRequest, DeleteTopicRequest,
+    DescribeClusterRequest, DescribeGroupRequest, DescribeTopicRequest, ListTopicsRequest, RebalanceMode as ProtoMode,
+    RebalanceRequest, RemoveBrokerRequest, ResetGroupOffsetsRequest, ResetKind,
 };
 use tonic::transport::{Channel, Endpoint};
 
 use crate::cluster::observed::{BrokerInfo, BrokerView, Planned};
 use crate::cluster::plan::RebalanceMode;
+use crate::group::plan::{GroupView, LagView, MemberView, ResetCall, ResetKindOf};
+use crate::topic::plan::{Alter, TopicView};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Describe and plan calls fan out to every broker (sizes), 5 s per silent one.
@@ -39,6 +42,11 @@ pub enum AdminError {
 }
 
 impl AdminError {
+    /// The brokers answered that the topic, group or broker does not exist.
+    pub fn not_found(&self) -> bool {
+        matches!(self, AdminError::Call { status, .. } if status.code() == tonic::Code::NotFound)
+    }
+
     /// The brokers refused the request (as opposed to not answering).
     pub fn refusal(&self) -> Option<&tonic::Status> {
         match self {
@@ -175,5 +183,147 @@ impl Admin {
         let mut client = self.client.clone();
         client.remove_broker(RemoveBrokerRequest { broker_id: id }).await.map_err(self.failed("RemoveBroker"))?;
         Ok(())
+    }
+
+    /// The topic as the brokers have it, or None when there is no such topic.
+    pub async fn topic(&self, name: &str) -> Result<Option<TopicView>, AdminError> {
+        let mut client = self.client.clone();
+        match client.describe_topic(DescribeTopicRequest { name: name.to_string() }).await {
+            Ok(t) => Ok(Some(topic_view(t.into_inner()))),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(self.failed("DescribeTopic")(status)),
+        }
+    }
+
+    /// Names of every topic that is not internal.
+    pub async fn topic_names(&self) -> Result<Vec<String>, AdminError> {
+        let mut client = self.client.clone();
+        let listed = client
+            .list_topics(ListTopicsRequest { include_internal: false })
+            .await
+            .map_err(self.failed("ListTopics"))?
+            .into_inner();
+        Ok(listed.topics.into_iter().map(|t| t.name).collect())
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<TopicView, AdminError> {
+        let mut client = self.client.clone();
+        let request = CreateTopicRequest {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs: configs.clone().into_iter().collect(),
+        };
+        let t = client.create_topic(request).await.map_err(self.failed("CreateTopic"))?;
+        Ok(topic_view(t.into_inner()))
+    }
+
+    /// One AlterTopic: the broker checks every part before it changes any.
+    pub async fn alter_topic(&self, name: &str, alter: &Alter) -> Result<TopicView, AdminError> {
+        let mut client = self.client.clone();
+        let request = AlterTopicRequest {
+            name: name.to_string(),
+            partitions: alter.partitions.unwrap_or(0),
+            set_configs: alter.set_configs.clone().into_iter().collect(),
+            delete_configs: Vec::new(),
+            replication_factor: alter.replication_factor.unwrap_or(0),
+        };
+        let t = client.alter_topic(request).await.map_err(self.failed("AlterTopic"))?;
+        Ok(topic_view(t.into_inner()))
+    }
+
+    /// Deletes the topic; true if it existed.
+    pub async fn delete_topic(&self, name: &str) -> Result<bool, AdminError> {
+        let mut client = self.client.clone();
+        match client.delete_topic(DeleteTopicRequest { name: name.to_string() }).await {
+            Ok(_) => Ok(true),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
+            Err(status) => Err(self.failed("DeleteTopic")(status)),
+        }
+    }
+
+    /// The group's state, members and lag, or None when the brokers know nothing of it.
+    pub async fn group(&self, group: &str) -> Result<Option<GroupView>, AdminError> {
+        let mut client = self.client.clone();
+        let g = match client.describe_group(DescribeGroupRequest { group: group.to_string(), forwarded: false }).await {
+            Ok(g) => g.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
+            Err(status) => return Err(self.failed("DescribeGroup")(status)),
+        };
+        Ok(Some(GroupView {
+            state: g.state,
+            members: g
+                .members
+                .into_iter()
+                .map(|m| MemberView { client_id: m.client_id, client_host: m.client_host })
+                .collect(),
+            offsets: g
+                .offsets
+                .into_iter()
+                .map(|o| LagView {
+                    topic: o.topic,
+                    partition: o.partition,
+                    committed: o.committed_offset,
+                    log_end: o.log_end_offset,
+                    lag: o.lag,
+                })
+                .collect(),
+        }))
+    }
+
+    /// Resets the group's offsets (or, `dry_run`, says where they would go): (topic,
+    /// partition, offset) of each partition.
+    pub async fn reset_offsets(
+        &self,
+        group: &str,
+        call: &ResetCall,
+        dry_run: bool,
+    ) -> Result<Vec<(String, i32, i64)>, AdminError> {
+        let mut client = self.client.clone();
+        let kind = match call.kind {
+            ResetKindOf::Earliest => ResetKind::Earliest,
+            ResetKindOf::Latest => ResetKind::Latest,
+            ResetKindOf::Timestamp => ResetKind::Timestamp,
+            ResetKindOf::Offset => ResetKind::Offset,
+            ResetKindOf::ShiftBy => ResetKind::ShiftBy,
+        };
+        let request = ResetGroupOffsetsRequest {
+            group: group.to_string(),
+            topic: call.topic.clone(),
+            partitions: call.partitions.clone(),
+            kind: kind.into(),
+            value: call.value,
+            dry_run,
+            forwarded: false,
+        };
+        let done = client.reset_group_offsets(request).await.map_err(self.failed("ResetGroupOffsets"))?;
+        Ok(done.into_inner().offsets.into_iter().map(|o| (o.topic, o.partition, o.committed_offset)).collect())
+    }
+
+    /// Deletes the group and its committed offsets; true if it existed.
+    pub async fn delete_group(&self, group: &str) -> Result<bool, AdminError> {
+        let mut client = self.client.clone();
+        match client.delete_group(DeleteGroupRequest { group: group.to_string(), forwarded: false }).await {
+            Ok(_) => Ok(true),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
+            Err(status) => Err(self.failed("DeleteGroup")(status)),
+        }
+    }
+}
+
+fn topic_view(t: strom_proto::admin::Topic) -> TopicView {
+    let reassigning = t.partition_info.iter().filter(|p| !p.adding.is_empty() || !p.removing.is_empty()).count();
+    TopicView {
+        id: t.id,
+        partitions: t.partitions,
+        replication_factor: t.replication_factor,
+        configs: t.configs.into_iter().collect(),
+        reassigning: i32::try_from(reassigning).unwrap_or(i32::MAX),
     }
 }

@@ -5,7 +5,11 @@
 //! - [`crd`]: the custom resources (`Cluster`, `Topic`, `ConsumerGroup`) and their CRDs.
 //! - [`cluster`]: the Cluster controller — names, validation, desired objects, plans of
 //!   multi-step operations, status, and the reconcile that wires them.
-//! - [`admin`]: the admin gRPC client (describe, plan and execute rebalances, remove brokers).
+//! - [`topic`]: the Topic controller — the topic diff, ownership, reconcile and finalizer.
+//! - [`group`]: the ConsumerGroup controller — lag in status, declarative offset resets.
+//! - [`cluster_ref`]: how a Topic or ConsumerGroup reaches its Cluster's brokers.
+//! - [`admin`]: the admin gRPC client (topics, groups, rebalances, broker removal).
+//! - [`publish`]: Events and status writes; [`failures`]: retries with backoff.
 //! - [`conditions`]: kstatus conditions (`Ready`, `Reconciling`, `Stalled`).
 //! - [`context`]: what every reconcile shares (client, Event recorder, metrics, settings).
 //! - [`leader`]: leader election on a Lease.
@@ -15,11 +19,16 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod cluster_ref;
 pub mod conditions;
 pub mod context;
 pub mod crd;
+pub mod failures;
+pub mod group;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod publish;
 pub mod quantity;
 pub mod run;
+pub mod topic;

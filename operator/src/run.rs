@@ -11,10 +11,10 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::cluster;
 use crate::context::{Context, Settings};
 use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
+use crate::{cluster, group, topic};
 
 /// Flags of `strom-operator run`.
 #[derive(Debug, Args)]
@@ -143,9 +143,20 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             None => std::future::pending::<()>().await,
         }
     };
-    tracing::info!(namespace = args.namespace.as_deref().unwrap_or("(all)"), "starting the Cluster controller");
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        "starting the Cluster, Topic and ConsumerGroup controllers"
+    );
+    let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
+    let controllers = async {
+        tokio::join!(
+            cluster::run(ctx.clone(), args.namespace.clone(), shutdown.clone()),
+            topic::run(ctx.clone(), args.namespace.clone(), shutdown.clone()),
+            group::run(ctx, args.namespace.clone(), shutdown),
+        )
+    };
     tokio::select! {
-        () = cluster::run(ctx, args.namespace.clone(), shutdown) => {}
+        _ = controllers => {}
         () = watch_lease => {}
     }
     metrics.leader.set(0);

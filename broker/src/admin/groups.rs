@@ -226,7 +226,10 @@ pub async fn reset_offsets(node: &Node, r: ResetGroupOffsetsRequest) -> Result<R
         let target = match kind {
             ResetKind::Earliest => low,
             ResetKind::Latest => high,
-            ResetKind::Timestamp => lookup(&at_time, p),
+            ResetKind::Timestamp => match lookup(&at_time, p) {
+                -1 => return Err(Status::unavailable(format!("the leader of {}-{p} did not answer", r.topic))),
+                found => found,
+            },
             ResetKind::Offset => r.value,
             ResetKind::ShiftBy => current.unwrap_or(low).saturating_add(r.value),
         }

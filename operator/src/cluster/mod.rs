@@ -26,28 +26,24 @@ pub mod reconcile;
 pub mod status;
 pub mod validate;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 
 use crate::context::Context;
 use crate::crd::cluster::Cluster;
+use crate::failures::{self, Failures};
 
 use self::names::CLUSTER_LABEL;
-use self::reconcile::{backoff, error_chain, Error};
-
-/// Per Cluster: failures in a row (for the backoff) and the last error's message (so that
-/// the same error is announced once, not on every retry).
-type Failures = Arc<Mutex<HashMap<String, (u32, String)>>>;
+use self::reconcile::{error_chain, Error};
 
 /// Runs the Cluster controller until `shutdown` resolves (then finishes the reconciles in
 /// flight). `namespace`: watch only that namespace.
@@ -68,7 +64,7 @@ pub async fn run(
         }
     }
     let managed = watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={}", names::FIELD_MANAGER));
-    let failures: Failures = Arc::default();
+    let failures = Failures::default();
     let on_error = failures.clone();
     Controller::new(api::<Cluster>(&client, &namespace), watcher::Config::default())
         .owns(api::<StatefulSet>(&client, &namespace), managed.clone())
@@ -84,39 +80,12 @@ pub async fn run(
             move |cluster, ctx| {
                 let failures = failures.clone();
                 async move {
-                    let key = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
                     let result = reconcile::reconcile(cluster.clone(), ctx.clone()).await;
-                    match &result {
-                        Ok(_) => {
-                            failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-                        }
-                        Err(e) => {
-                            // A failure shows up on the Cluster as a Warning Event, once per message.
-                            let message = error_chain(e);
-                            let new = {
-                                let mut f = failures.lock().unwrap_or_else(|e| e.into_inner());
-                                let entry = f.entry(key.clone()).or_default();
-                                let new = entry.1 != message;
-                                entry.1 = message.clone();
-                                new
-                            };
-                            if new {
-                                reconcile::warn(&ctx, &cluster, "ReconcileFailed", message).await;
-                            }
-                        }
-                    }
+                    failures::record(&ctx, &failures, &*cluster, &result).await;
                     result
                 }
             },
-            move |cluster: Arc<Cluster>, error: &Error, _ctx| {
-                let key = format!("{}/{}", cluster.namespace().unwrap_or_default(), cluster.name_any());
-                let mut failures = on_error.lock().unwrap_or_else(|e| e.into_inner());
-                let entry = failures.entry(key.clone()).or_default();
-                entry.0 += 1;
-                let wait = backoff(entry.0);
-                tracing::warn!(cluster = %key, error = %error_chain(error), retry_in = ?wait, "reconcile failed");
-                Action::requeue(wait)
-            },
+            move |cluster: Arc<Cluster>, error: &Error, _ctx| failures::retry(&on_error, &*cluster, error),
             ctx,
         )
         .for_each(|result| async move {

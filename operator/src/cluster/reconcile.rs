@@ -5,7 +5,6 @@
 //! running it twice in a row does nothing the first run did not.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Service};
@@ -13,7 +12,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -471,40 +470,20 @@ async fn announce(ctx: &Context, cluster: &Cluster, previous: &ClusterStatus, pl
     }
 }
 
-/// A Warning Event on the Cluster (a failed reconcile, retried with backoff).
-pub async fn warn(ctx: &Context, cluster: &Cluster, reason: &str, note: String) {
-    publish(ctx, cluster, EventType::Warning, reason, "Reconcile", note).await;
-}
-
 async fn publish(ctx: &Context, cluster: &Cluster, type_: EventType, reason: &str, action: &str, note: String) {
-    if type_ == EventType::Warning {
-        tracing::warn!(cluster = %cluster.name_any(), reason, "{note}");
-    } else {
-        tracing::info!(cluster = %cluster.name_any(), reason, "{note}");
-    }
-    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-    if let Err(e) = ctx.recorder().publish(&event, &cluster.object_ref(&())).await {
-        tracing::warn!(cluster = %cluster.name_any(), error = %e, "publishing an Event failed");
-    }
+    crate::publish::event(ctx, cluster, type_, reason, action, note).await;
 }
 
-/// Writes `next` unless it equals what is there (so an idle cluster causes no writes, and
-/// no watch event that would wake the controller again).
+/// Writes `next` unless it equals what is there.
 async fn write_status(
     ctx: &Context,
     names: &Names,
     previous: &ClusterStatus,
     next: ClusterStatus,
 ) -> Result<(), Error> {
-    if *previous == next {
-        return Ok(());
-    }
-    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &names.namespace);
-    let patch = json!({"apiVersion": Cluster::api_version(&()), "kind": Cluster::kind(&()), "status": next});
-    api.patch_status(&names.cluster, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+    crate::publish::status::<Cluster, _>(ctx, &names.namespace, &names.cluster, previous, &next)
         .await
-        .map_err(|source| Error::Status { cluster: names.cluster.clone(), source: Box::new(source) })?;
-    Ok(())
+        .map_err(|source| Error::Status { cluster: names.cluster.clone(), source: Box::new(source) })
 }
 
 /// A spec the operator cannot carry out: status and a Warning Event say why; the running
@@ -549,9 +528,4 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     out
-}
-
-/// How long to wait after the `failures`th failure in a row: 1 s doubling to 5 minutes.
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.min(8)).min(Duration::from_secs(300))
 }

@@ -1,5 +1,5 @@
-//! `Topic` (strom.dev/v1alpha1): a Kafka topic of a `Cluster`, kept as Git says (its
-//! controller comes with the GitOps issue; the type is here so the CRD is installed now).
+//! `Topic` (strom.dev/v1alpha1): a Kafka topic of a `Cluster`, kept as Git says (the
+//! controller is [`crate::topic`]).
 
 use std::collections::BTreeMap;
 
@@ -43,7 +43,7 @@ pub struct TopicSpec {
     pub cluster_ref: ClusterRef,
     /// The Kafka topic's name (default: this resource's name). Fixed at creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 249))]
+    #[schemars(length(min = 1, max = 249), pattern(r"^[a-zA-Z0-9._-]+$"))]
     pub topic_name: Option<String>,
     /// Number of partitions; it may grow, never shrink (Kafka cannot remove partitions).
     #[schemars(range(min = 1, max = 100000))]
@@ -89,4 +89,7 @@ pub struct TopicStatus {
     /// Its replication factor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication_factor: Option<i32>,
+    /// Partitions whose replicas are being moved (a replication-factor change in progress).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reassigning_partitions: Option<i32>,
 }

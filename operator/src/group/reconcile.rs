@@ -1,0 +1,302 @@
+//! The reconcile of one `ConsumerGroup`: reach the Cluster, describe the group (state,
+//! members, lag), carry out the reset step [`reset_step`] decides (record the offsets first,
+//! then commit them), write the status and announce resets in Events. Deleting the resource
+//! goes through a finalizer that honours `deletionPolicy`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::ResourceExt;
+
+use crate::admin::{Admin, AdminError};
+use crate::cluster_ref::{namespace_terminating, reach, Reach};
+use crate::conditions::{conditions, Health};
+use crate::context::Context;
+use crate::crd::group::{ConsumerGroup, ConsumerGroupStatus, ResetOffset, ResetResult, DEFAULT_REFRESH_SECONDS};
+use crate::crd::topic::DeletionPolicy;
+use crate::failures::{self, Failures};
+use crate::publish;
+
+use super::plan::{commit_calls, health, lag_status, reset_offsets, reset_step, GroupView, ResetStep};
+
+/// The finalizer that stands between `kubectl delete consumergroup` and the group.
+pub const FINALIZER: &str = "strom.dev/consumer-group";
+
+/// What the ConsumerGroup controller's reconciles share.
+#[derive(Clone)]
+pub struct Shared {
+    pub ctx: Arc<Context>,
+    /// Waits for a Cluster that is missing or not ready, per ConsumerGroup.
+    pub waits: Failures,
+}
+
+/// A reconcile that failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the ConsumerGroup has no namespace")]
+    NoNamespace,
+    #[error("reading {what} for ConsumerGroup {group}")]
+    Read {
+        what: &'static str,
+        group: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("admin call for group {group}")]
+    Admin {
+        group: String,
+        #[source]
+        source: Box<AdminError>,
+    },
+    #[error("deleting group {group}: {why}")]
+    CannotDelete { group: String, why: String },
+    #[error("writing the status of ConsumerGroup {group}")]
+    Status {
+        group: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+impl Error {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::NoNamespace => "NoNamespace",
+            Error::Read { .. } => "Read",
+            Error::Admin { .. } => "Admin",
+            Error::CannotDelete { .. } => "CannotDelete",
+            Error::Status { .. } => "Status",
+        }
+    }
+}
+
+pub type ReconcileError = kube::runtime::finalizer::Error<Error>;
+
+/// The Kafka group id: `spec.groupId`, else the resource's name.
+pub fn group_id(group: &ConsumerGroup) -> String {
+    group.spec.group_id.clone().unwrap_or_else(|| group.name_any())
+}
+
+/// The controller's entry point.
+pub async fn reconcile(group: Arc<ConsumerGroup>, shared: Arc<Shared>) -> Result<Action, ReconcileError> {
+    let timer = shared.ctx.metrics.reconcile("ConsumerGroup");
+    let namespace = group.namespace().unwrap_or_default();
+    let api: Api<ConsumerGroup> = Api::namespaced(shared.ctx.client.clone(), &namespace);
+    let result = finalizer(&api, FINALIZER, group, |event| async {
+        match event {
+            Finalizer::Apply(group) => apply(&group, &shared).await,
+            Finalizer::Cleanup(group) => cleanup(&group, &shared).await,
+        }
+    })
+    .await;
+    timer.done(result.as_ref().err().map(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
+            e.label()
+        }
+        _ => "Finalizer",
+    }));
+    result
+}
+
+fn refresh(group: &ConsumerGroup) -> Duration {
+    let seconds = group.spec.refresh_seconds.unwrap_or(DEFAULT_REFRESH_SECONDS).max(1);
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(30))
+}
+
+async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Error> {
+    let ctx = &shared.ctx;
+    let namespace = resource.namespace().ok_or(Error::NoNamespace)?;
+    let id = group_id(resource);
+    let key = failures::key(resource);
+    let previous = resource.status.clone().unwrap_or_default();
+    let cluster = &resource.spec.cluster_ref.name;
+    let read = |source| Error::Read { what: "its Cluster", group: resource.name_any(), source: Box::new(source) };
+    let admin = match reach(ctx, &namespace, cluster).await.map_err(read)? {
+        Reach::Ready { admin, .. } => admin,
+        waiting => {
+            let stalled = |reason: &str, message| Health::Stalled { reason: reason.into(), message };
+            let health = match waiting {
+                Reach::Missing => {
+                    stalled("ClusterNotFound", format!("Cluster {cluster} does not exist in namespace {namespace}"))
+                }
+                Reach::Deleting => stalled("ClusterDeleting", format!("Cluster {cluster} is being deleted")),
+                Reach::NotReady(why) => Health::Reconciling { reason: "ClusterNotReady".into(), message: why },
+                Reach::Ready { .. } => unreachable!("handled above"),
+            };
+            finish(ctx, resource, &previous, previous.clone(), health).await?;
+            return Ok(Action::requeue(shared.waits.retry_in(&key)));
+        }
+    };
+    shared.waits.succeeded(&key);
+
+    let failed = |source| Error::Admin { group: id.clone(), source: Box::new(source) };
+    let mut seen = admin.group(&id).await.map_err(failed)?;
+    let mut last_reset = previous.last_reset.clone();
+    let step = reset_step(resource.spec.reset.as_ref(), last_reset.as_ref(), seen.as_ref());
+    let mut health = health(&id, &step, seen.as_ref());
+    match carry_out(ctx, resource, &admin, &id, &step, seen.as_ref(), &previous).await {
+        Ok(Some(done)) => {
+            last_reset = Some(done);
+            seen = admin.group(&id).await.map_err(failed)?;
+            health = super::plan::health(&id, &ResetStep::Nothing, seen.as_ref());
+        }
+        Ok(None) => {}
+        Err(Refused(why)) => {
+            let reset = resource.spec.reset.as_ref().map_or("", |r| r.id.as_str());
+            health = Health::Stalled {
+                reason: "ResetRefused".into(),
+                message: format!("the brokers refused reset {reset} of group {id}: {why}"),
+            };
+        }
+        Err(Failed(e)) => return Err(e),
+    }
+    let (state, members, total_lag, offsets) = lag_status(seen.as_ref());
+    let next = ConsumerGroupStatus {
+        observed_generation: resource.metadata.generation,
+        conditions: previous.conditions.clone(),
+        state: Some(state),
+        members: Some(members),
+        total_lag: Some(total_lag),
+        offsets,
+        last_reset,
+    };
+    let busy = matches!(health, Health::Reconciling { .. });
+    finish(ctx, resource, &previous, next, health).await?;
+    Ok(Action::requeue(if busy { ctx.settings.busy_requeue.max(Duration::from_secs(5)) } else { refresh(resource) }))
+}
+
+enum ResetFailure {
+    /// The brokers refused (unknown topic, members joined meanwhile, ...): their message.
+    Refused(String),
+    Failed(Error),
+}
+use ResetFailure::{Failed, Refused};
+
+/// Carries out a Compute or Commit step; the reset's record once every offset is committed.
+async fn carry_out(
+    ctx: &Context,
+    resource: &ConsumerGroup,
+    admin: &Admin,
+    id: &str,
+    step: &ResetStep,
+    seen: Option<&GroupView>,
+    previous: &ConsumerGroupStatus,
+) -> Result<Option<ResetResult>, ResetFailure> {
+    let Some(reset) = resource.spec.reset.as_ref() else { return Ok(None) };
+    let call_failed = |e: AdminError| match e.refusal() {
+        Some(status) => Refused(status.message().to_string()),
+        None => Failed(Error::Admin { group: id.to_string(), source: Box::new(e) }),
+    };
+    let offsets: Vec<ResetOffset> = match step {
+        ResetStep::Compute(calls) => {
+            let mut after = Vec::new();
+            for call in calls {
+                after.extend(admin.reset_offsets(id, call, true).await.map_err(call_failed)?);
+            }
+            let offsets = reset_offsets(seen, &after);
+            // Recorded before they are committed: a reconcile that stops halfway resumes
+            // with these offsets, never new ones.
+            let record = ResetResult { id: reset.id.clone(), applied_at: None, offsets: offsets.clone() };
+            let next = ConsumerGroupStatus { last_reset: Some(record), ..previous.clone() };
+            let namespace = resource.namespace().unwrap_or_default();
+            publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next)
+                .await
+                .map_err(|source| Failed(Error::Status { group: resource.name_any(), source: Box::new(source) }))?;
+            offsets
+        }
+        ResetStep::Commit(offsets) => offsets.clone(),
+        _ => return Ok(None),
+    };
+    for call in commit_calls(&offsets) {
+        admin.reset_offsets(id, &call, false).await.map_err(call_failed)?;
+    }
+    ctx.metrics.step("ConsumerGroup", "Reset");
+    let moved: Vec<String> = offsets
+        .iter()
+        .take(12)
+        .map(|o| {
+            let before = o.before.map_or("none".to_string(), |b| b.to_string());
+            format!("{}-{} {before} → {}", o.topic, o.partition, o.after)
+        })
+        .collect();
+    let more = if offsets.len() > 12 { format!(" and {} more", offsets.len() - 12) } else { String::new() };
+    let note = format!("reset {} of group {id} applied: {}{more}", reset.id, moved.join(", "));
+    publish::event(ctx, resource, EventType::Normal, "ResetApplied", "Reset", note).await;
+    Ok(Some(ResetResult { id: reset.id.clone(), applied_at: Some(Timestamp::now().to_string()), offsets }))
+}
+
+/// Writes `next` with the conditions for `health`, and a Warning Event when the resource
+/// newly stalls.
+async fn finish(
+    ctx: &Context,
+    resource: &ConsumerGroup,
+    previous: &ConsumerGroupStatus,
+    mut next: ConsumerGroupStatus,
+    health: Health,
+) -> Result<(), Error> {
+    let was = previous.conditions.iter().find(|c| c.type_ == crate::conditions::READY);
+    let changed = was.is_none_or(|c| c.reason != health.reason() || c.message != health.message());
+    match &health {
+        Health::Stalled { reason, message } if changed => {
+            publish::event(ctx, resource, EventType::Warning, reason, "Reconcile", message.clone()).await;
+        }
+        Health::Reconciling { reason, message } if changed && reason == "WaitingForEmptyGroup" => {
+            publish::event(ctx, resource, EventType::Normal, reason, "Reset", message.clone()).await;
+        }
+        _ => {}
+    }
+    next.observed_generation = resource.metadata.generation;
+    next.conditions = conditions(&health, resource.metadata.generation, &previous.conditions, Timestamp::now());
+    let namespace = resource.namespace().unwrap_or_default();
+    publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next)
+        .await
+        .map_err(|source| Error::Status { group: resource.name_any(), source: Box::new(source) })
+}
+
+/// `kubectl delete consumergroup`: deletes the group and its offsets unless
+/// `deletionPolicy: Retain`, or the Cluster or the namespace is going away. A group with
+/// members cannot be deleted (Kafka refuses); the deletion waits, and Events say why.
+async fn cleanup(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Error> {
+    let ctx = &shared.ctx;
+    let namespace = resource.namespace().ok_or(Error::NoNamespace)?;
+    let id = group_id(resource);
+    let cluster = &resource.spec.cluster_ref.name;
+    let read = |what| {
+        let group = resource.name_any();
+        move |source| Error::Read { what, group, source: Box::new(source) }
+    };
+    let released = |note: String| async move {
+        publish::event(ctx, resource, EventType::Normal, "Released", "Delete", note).await;
+        Ok::<_, Error>(Action::await_change())
+    };
+    if resource.spec.deletion_policy == DeletionPolicy::Retain {
+        return released(format!("deletionPolicy Retain: group {id} and its offsets stay")).await;
+    }
+    if namespace_terminating(ctx, &namespace).await.map_err(read("its namespace"))? {
+        return released(format!("namespace {namespace} is being deleted: group {id} left with its Cluster")).await;
+    }
+    match reach(ctx, &namespace, cluster).await.map_err(read("its Cluster"))? {
+        Reach::Missing | Reach::Deleting => {
+            released(format!("Cluster {cluster} is gone or going: nothing to delete group {id} from")).await
+        }
+        Reach::NotReady(why) => Err(Error::CannotDelete { group: id, why }),
+        Reach::Ready { admin, .. } => match admin.delete_group(&id).await {
+            Ok(existed) => {
+                ctx.metrics.step("ConsumerGroup", "Delete");
+                let what = if existed { "deleted" } else { "already gone:" };
+                let note = format!("{what} group {id} and its committed offsets (deletionPolicy Delete)");
+                publish::event(ctx, resource, EventType::Normal, "Deleted", "Delete", note).await;
+                Ok(Action::await_change())
+            }
+            Err(e) => match e.refusal() {
+                Some(status) => Err(Error::CannotDelete { group: id, why: status.message().to_string() }),
+                None => Err(Error::Admin { group: id, source: Box::new(e) }),
+            },
+        },
+    }
+}
