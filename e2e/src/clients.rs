@@ -268,6 +268,19 @@ pub fn create_topic_with(
     results.pop().ok_or_else(|| anyhow!("CreateTopics {name}: empty result"))
 }
 
+/// The topic's configs as DescribeConfigs reports them (every key, defaults included).
+pub fn topic_configs(bootstrap: &str, topic: &str) -> Result<std::collections::BTreeMap<String, String>> {
+    let admin = admin_client(bootstrap)?;
+    let mut results =
+        block_on(admin.describe_configs([&rdkafka::admin::ResourceSpecifier::Topic(topic)], &admin_options()))?
+            .with_context(|| format!("DescribeConfigs {topic}"))?;
+    let resource = results
+        .pop()
+        .ok_or_else(|| anyhow!("DescribeConfigs {topic}: empty result"))?
+        .map_err(|code| anyhow!("DescribeConfigs {topic}: {code:?}"))?;
+    Ok(resource.entries.into_iter().filter_map(|e| Some((e.name, e.value?))).collect())
+}
+
 /// Creates the topic unless it exists already.
 pub fn ensure_topic(bootstrap: &str, name: &str, partitions: i32) -> Result<()> {
     let admin = admin_client(bootstrap)?;

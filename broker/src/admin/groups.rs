@@ -189,6 +189,13 @@ pub async fn reset_offsets(node: &Node, r: ResetGroupOffsetsRequest) -> Result<R
     if !unknown.is_empty() {
         return Err(Status::invalid_argument(format!("topic {} has no partition(s) {unknown:?}", r.topic)));
     }
+    // A group that never committed may have no __consumer_offsets to live in yet (a fresh
+    // cluster creates it at the first FindCoordinator): create it, as Kafka's tool would.
+    if !r.forwarded {
+        node.ensure_offsets_topic()
+            .await
+            .map_err(|e| Status::unavailable(format!("creating __consumer_offsets for group {}: {e}", r.group)))?;
+    }
     if let Some(mut client) = route(node, &r.group, r.forwarded)? {
         let forwarded = ResetGroupOffsetsRequest { forwarded: true, ..r };
         return Ok(client.reset_group_offsets(forwarded).await?.into_inner());

@@ -59,12 +59,97 @@ pub struct Operated {
 impl Operated {
     /// A namespace `<prefix>-n` with its runner and one operator (`op-a`); no Cluster yet.
     pub fn start(prefix: &str, name: &str) -> Result<Operated> {
+        Self::start_with(prefix, name, &[])
+    }
+
+    /// As [`Operated::start`], the operator run with `extra` flags.
+    pub fn start_with(prefix: &str, name: &str, extra: &[&str]) -> Result<Operated> {
         let plane = ControlPlane::shared()?;
         let ns = plane.namespace(prefix)?;
         let strom = strom_bin()?;
         let runner = PodRunner::start(plane, &ns, &[("strom", strom.as_path())])?;
-        let operator = OperatorProcess::start(plane, &ns, "op-a", &[])?;
-        Ok(Operated { plane, ns, runner, operators: vec![operator], name: name.to_string() })
+        let operator = OperatorProcess::start(plane, &ns, "op-a", extra)?;
+        let operated = Operated { plane, ns, runner, operators: vec![operator], name: name.to_string() };
+        // The operator applies its CRDs at start; a manifest applied before they are served
+        // would be refused ("no matches for kind").
+        wait_for(&operated.runner, Duration::from_secs(60), "the operator's CRDs established", || {
+            let run = operated.plane.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=5s",
+                "crd/clusters.strom.dev",
+                "crd/topics.strom.dev",
+                "crd/consumergroups.strom.dev",
+            ])?;
+            ensure!(run.code == 0, "{}", run.stderr.trim());
+            Ok(())
+        })?;
+        Ok(operated)
+    }
+
+    /// A resource of the namespace as JSON (`kind` as kubectl takes it, e.g. `topic`).
+    pub fn get(&self, kind: &str, name: &str) -> Result<Value> {
+        let text = self.kubectl(&["get", kind, name, "-o", "json"])?;
+        serde_json::from_str(&text).with_context(|| format!("kubectl get {kind} {name} -o json"))
+    }
+
+    /// Condition `type_` of a resource: (status, reason, message, observedGeneration == generation).
+    pub fn condition_of(&self, kind: &str, name: &str, type_: &str) -> Result<(String, String, String, bool)> {
+        let r = self.get(kind, name)?;
+        let c = r["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|x| x["type"] == type_)
+            .with_context(|| format!("{kind} {name}: no {type_} condition in {}", r["status"]))?
+            .clone();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        let current =
+            c["observedGeneration"].as_i64().is_some() && c["observedGeneration"] == r["metadata"]["generation"];
+        Ok((s("status"), s("reason"), s("message"), current))
+    }
+
+    /// Waits until a resource's Ready condition has `reason` (and status True when `reason`
+    /// is None) at its current generation; returns the resource.
+    pub fn wait_condition(
+        &self,
+        kind: &str,
+        name: &str,
+        ready: bool,
+        reason: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Value> {
+        let what = format!("{kind} {name} Ready={ready} reason {reason:?}");
+        wait_for(&self.runner, timeout, &what, || {
+            let (status, why, message, current) = self.condition_of(kind, name, "Ready")?;
+            let want = if ready { "True" } else { "False" };
+            ensure!(
+                status == want && current && reason.is_none_or(|r| r == why),
+                "Ready={status} reason {why}: {message} (current generation: {current})"
+            );
+            self.get(kind, name)
+        })
+        .map_err(|e| e.context(self.diagnostics()))
+    }
+
+    /// Events of one resource, oldest first: (type, reason, message).
+    pub fn events_of(&self, kind: &str, name: &str) -> Result<Vec<(String, String, String)>> {
+        let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+        let text = self.kubectl(&["get", "events", "--field-selector", &selector, "-o", "json"])?;
+        let v: Value = serde_json::from_str(&text)?;
+        let mut events: Vec<(String, (String, String, String))> = v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                // eventTime (MicroTime, RFC 3339 in UTC) orders Events as they happened.
+                let at = e["eventTime"].as_str().or(e["firstTimestamp"].as_str()).unwrap_or_default().to_string();
+                (at, (s("type"), s("reason"), s("message")))
+            })
+            .collect();
+        events.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(events.into_iter().map(|(_, e)| e).collect())
     }
 
     /// `kubectl apply -f -` of `manifest`.
@@ -205,22 +290,7 @@ impl Operated {
 
     /// Events of the Cluster, oldest first: (type, reason, message).
     pub fn events(&self) -> Result<Vec<(String, String, String)>> {
-        let selector = format!("involvedObject.kind=Cluster,involvedObject.name={}", self.name);
-        let text = self.kubectl(&["get", "events", "--field-selector", &selector, "-o", "json"])?;
-        let v: Value = serde_json::from_str(&text)?;
-        let mut events: Vec<(String, (String, String, String))> = v["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-                // eventTime (MicroTime, RFC 3339 in UTC) orders Events as they happened.
-                let at = e["eventTime"].as_str().or(e["firstTimestamp"].as_str()).unwrap_or_default().to_string();
-                (at, (s("type"), s("reason"), s("message")))
-            })
-            .collect();
-        events.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(events.into_iter().map(|(_, e)| e).collect())
+        self.events_of("Cluster", &self.name)
     }
 
     /// The StatefulSet's spec.replicas.

@@ -146,6 +146,10 @@ async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Erro
             health = super::plan::health(&id, &ResetStep::Nothing, seen.as_ref());
         }
         Ok(None) => {}
+        Err(Missing(why)) => {
+            // Most often a Topic applied together with this group and not created yet.
+            health = Health::Reconciling { reason: "WaitingForTopic".into(), message: why };
+        }
         Err(Refused(why)) => {
             let reset = resource.spec.reset.as_ref().map_or("", |r| r.id.as_str());
             health = Health::Stalled {
@@ -171,11 +175,14 @@ async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Erro
 }
 
 enum ResetFailure {
-    /// The brokers refused (unknown topic, members joined meanwhile, ...): their message.
+    /// A topic of the reset does not exist (yet): the brokers' message.
+    Missing(String),
+    /// The brokers refused (members joined meanwhile, a partition the topic lacks, ...):
+    /// their message.
     Refused(String),
     Failed(Error),
 }
-use ResetFailure::{Failed, Refused};
+use ResetFailure::{Failed, Missing, Refused};
 
 /// Carries out a Compute or Commit step; the reset's record once every offset is committed.
 async fn carry_out(
@@ -189,6 +196,7 @@ async fn carry_out(
 ) -> Result<Option<ResetResult>, ResetFailure> {
     let Some(reset) = resource.spec.reset.as_ref() else { return Ok(None) };
     let call_failed = |e: AdminError| match e.refusal() {
+        Some(status) if e.not_found() => Missing(format!("reset {} waits: {}", reset.id, status.message())),
         Some(status) => Refused(status.message().to_string()),
         None => Failed(Error::Admin { group: id.to_string(), source: Box::new(e) }),
     };
