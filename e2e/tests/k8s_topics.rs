@@ -32,9 +32,11 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A three-broker Cluster made by an operator that resyncs every 5 s.
-fn cluster(prefix: &str) -> Operated {
-    let c = Operated::start_with(prefix, "events", &["--resync-seconds=5"]).unwrap();
+/// A three-broker Cluster made by an operator that resyncs every 5 s and does `unmanaged`
+/// about topics no Topic names.
+fn cluster(prefix: &str, unmanaged: &str) -> Operated {
+    let flag = format!("--unmanaged-topics={unmanaged}");
+    let c = Operated::start_with(prefix, "events", &["--resync-seconds=5", &flag]).unwrap();
     c.apply_cluster(3, 3, "").unwrap();
     c.wait_ready(3, FORM).unwrap();
     c
@@ -81,7 +83,7 @@ fn has_event(c: &Operated, kind: &str, name: &str, reason: &str, needle: &str) -
 #[test]
 fn topics_in_git_become_kafka_topics_and_stay_as_git_says() {
     let _one = one_at_a_time();
-    let c = cluster("op-topics");
+    let c = cluster("op-topics", "report");
     let bootstrap = c.bootstrap().unwrap();
 
     // kubectl apply of a Topic creates it as the spec says.
@@ -203,6 +205,13 @@ fn topics_in_git_become_kafka_topics_and_stay_as_git_says() {
         .json()
         .unwrap();
     let id = described["id"].as_str().map(str::to_string).unwrap_or_else(|| panic!("no id in {described}"));
+    // Not in Git: left alone, and (--unmanaged-topics report) announced on the Cluster.
+    wait_for(&c.runner, CHANGE, "legacy reported as unmanaged", || {
+        ensure!(has_event(&c, "Cluster", "events", "UnmanagedTopics", "legacy"), "no UnmanagedTopics Event yet");
+        Ok(())
+    })
+    .unwrap();
+    assert!(c.kubectl(&["get", "topic", "legacy", "--ignore-not-found", "-o", "name"]).unwrap().trim().is_empty());
     apply_ok(
         &c,
         &topic_manifest("legacy", "events", 3, 3, "  deletionPolicy: Retain\n  config:\n    retention.ms: \"60000\"\n"),
@@ -294,7 +303,7 @@ fn status_offsets(g: &Value) -> BTreeMap<i64, (i64, i64, i64)> {
 #[test]
 fn a_consumer_group_shows_its_lag_and_replays_from_a_timestamp_once_its_consumers_stop() {
     let _one = one_at_a_time();
-    let c = cluster("op-groups");
+    let c = cluster("op-groups", "adopt");
     let bootstrap = c.bootstrap().unwrap();
     apply_ok(&c, &topic_manifest("clicks", "events", 2, 3, ""));
     c.wait_condition("topic", "clicks", true, None, CHANGE).unwrap();
@@ -411,6 +420,24 @@ fn a_consumer_group_shows_its_lag_and_replays_from_a_timestamp_once_its_consumer
     std::thread::sleep(Duration::from_secs(12));
     let g = c.get("consumergroup", "readers").unwrap();
     assert!(status_offsets(&g).values().all(|o| o.0 == 90), "applied once per id: {}", g["status"]);
+
+    // A topic created with a Kafka client (--unmanaged-topics adopt) gets a Topic resource as
+    // it is, deletionPolicy Retain.
+    let kafka_admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&kafka_admin, "Raw_Events", 2, 2, &[("retention.ms", "86400000")]).unwrap().unwrap();
+    let adopted = wait_for(&c.runner, CHANGE, "a Topic adopting Raw_Events", || {
+        let names =
+            c.kubectl(&["get", "topics", "-l", "strom.dev/adopted=true", "-o", "jsonpath={.items[*].metadata.name}"])?;
+        let name = names.split_whitespace().next().context("none yet")?.to_string();
+        Ok(name)
+    })
+    .unwrap();
+    assert!(adopted.starts_with("raw-events-"), "{adopted}");
+    let t = c.wait_condition("topic", &adopted, true, Some("InSync"), CHANGE).unwrap();
+    assert_eq!(t["spec"]["topicName"], "Raw_Events");
+    assert_eq!((t["spec"]["partitions"].as_i64(), t["spec"]["replicationFactor"].as_i64()), (Some(2), Some(2)));
+    assert_eq!(t["spec"]["config"]["retention.ms"], "86400000");
+    assert_eq!(t["spec"]["deletionPolicy"], "Retain");
 
     // Deleting it (deletionPolicy Delete) deletes the group.
     c.kubectl(&["delete", "consumergroup", "readers", "--timeout=60s"]).unwrap();

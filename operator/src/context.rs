@@ -9,6 +9,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 
 use crate::metrics::Metrics;
+use crate::topic::unmanaged::UnmanagedTopics;
 
 /// The operator's settings (flags of `strom-operator run`).
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct Settings {
     pub resync: Duration,
     /// How soon a resource in the middle of an operation is looked at again.
     pub busy_requeue: Duration,
+    /// What to do about topics no Topic resource names.
+    pub unmanaged_topics: UnmanagedTopics,
 }
 
 impl Default for Settings {
@@ -27,6 +30,7 @@ impl Default for Settings {
             cluster_domain: "cluster.local".into(),
             resync: Duration::from_secs(60),
             busy_requeue: Duration::from_secs(2),
+            unmanaged_topics: UnmanagedTopics::Ignore,
         }
     }
 }

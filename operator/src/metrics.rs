@@ -1,6 +1,6 @@
 //! The operator's Prometheus metrics (served on `/metrics`): reconciles per kind and result,
-//! their durations, errors by kind and error, the steps it took, and whether this process
-//! holds the leader Lease.
+//! their durations, errors by kind and error, the steps it took, whether this process holds
+//! the leader Lease, and the topics of each cluster no Topic names (when asked to look).
 
 use std::sync::atomic::AtomicI64;
 use std::time::Instant;
@@ -30,6 +30,12 @@ pub struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StepLabels {
     pub kind: String,
     pub step: String,
@@ -44,6 +50,7 @@ pub struct Metrics {
     pub errors: Family<ErrorLabels, Counter>,
     pub steps: Family<StepLabels, Counter>,
     pub leader: Gauge<i64, AtomicI64>,
+    pub unmanaged: Family<ClusterLabels, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -61,7 +68,13 @@ impl Default for Metrics {
         registry.register("reconcile_errors", "Failed reconciles by kind and error", errors.clone());
         registry.register("steps", "Steps of multi-step operations carried out", steps.clone());
         registry.register("leader", "1 while this process holds the leader Lease", leader.clone());
-        Metrics { registry, reconciles, duration, errors, steps, leader }
+        let unmanaged = Family::<ClusterLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "unmanaged_topics",
+            "Topics of a cluster no Topic resource names (with --unmanaged-topics report or adopt)",
+            unmanaged.clone(),
+        );
+        Metrics { registry, reconciles, duration, errors, steps, leader, unmanaged }
     }
 }
 
@@ -73,6 +86,11 @@ impl Metrics {
 
     pub fn step(&self, kind: &str, step: &str) {
         self.steps.get_or_create(&StepLabels { kind: kind.into(), step: step.into() }).inc();
+    }
+
+    pub fn unmanaged_topics(&self, namespace: &str, cluster: &str, count: usize) {
+        let labels = ClusterLabels { namespace: namespace.into(), cluster: cluster.into() };
+        self.unmanaged.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The text exposition of every metric.

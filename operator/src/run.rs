@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::context::{Context, Settings};
 use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
+use crate::topic::unmanaged::UnmanagedTopics;
 use crate::{cluster, group, topic};
 
 /// Flags of `strom-operator run`.
@@ -46,6 +47,11 @@ pub struct RunArgs {
     /// Seconds between reconciles of an idle resource.
     #[arg(long, env = "STROM_OPERATOR_RESYNC_SECONDS", default_value_t = 60)]
     pub resync_seconds: u64,
+    /// Topics no Topic resource names (made with a Kafka client): `ignore` them, `report`
+    /// them (Events on the Cluster, a metric), or `adopt` them (write a Topic for each,
+    /// deletionPolicy Retain).
+    #[arg(long, env = "STROM_OPERATOR_UNMANAGED_TOPICS", value_enum, default_value_t = UnmanagedTopics::Ignore)]
+    pub unmanaged_topics: UnmanagedTopics,
     /// DNS domain of the Kubernetes cluster.
     #[arg(long, env = "STROM_OPERATOR_CLUSTER_DOMAIN", default_value = "cluster.local")]
     pub cluster_domain: String,
@@ -120,6 +126,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let settings = Settings {
         cluster_domain: args.cluster_domain.clone(),
         resync: Duration::from_secs(args.resync_seconds.max(1)),
+        unmanaged_topics: args.unmanaged_topics,
         ..Settings::default()
     };
     let ctx = Arc::new(Context::new(client.clone(), metrics.clone(), settings));

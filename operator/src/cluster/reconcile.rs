@@ -204,6 +204,11 @@ async fn reconcile_cluster(cluster: &Cluster, ctx: &Context) -> Result<Action, E
     expand_claims(ctx, cluster, &names, &observed, valid.storage_bytes).await;
     let controller = observed.brokers.as_ref().and_then(|v| v.controller);
     carry_out(ctx, cluster, &names, admin.as_ref(), &plan.step, controller).await?;
+    if let (Health::Ready { .. }, Some(admin)) = (&health, &admin) {
+        if let Err(e) = crate::topic::unmanaged::reconcile(ctx, cluster, admin).await {
+            tracing::warn!(cluster = %names.cluster, error = %error_chain(&e), "looking for unmanaged topics failed");
+        }
+    }
 
     let busy = plan.operation.is_some() || !matches!(health, Health::Ready { .. });
     Ok(Action::requeue(if busy { ctx.settings.busy_requeue } else { ctx.settings.resync }))

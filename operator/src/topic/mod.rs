@@ -4,14 +4,16 @@
 //! - [`plan`]: the topic compared with its spec, the change it needs, its health, and which
 //!   of two Topics naming one Kafka topic manages it (pure).
 //! - [`reconcile`]: the admin calls, the status, the Events and the finalizer.
+//! - [`unmanaged`]: topics no Topic names — ignored, reported or adopted (a switch).
 //!
 //! Watches: Topics; Clusters (a Cluster that appears or becomes Ready wakes the Topics that
 //! name it). The brokers' side is not in the API, so every Topic is looked at again each
 //! resync period: that bounds how long drift lasts. Topics that Kafka clients create are not
-//! in Git and are left alone (docs/operator.md, "Topics").
+//! in Git and are left alone unless `--unmanaged-topics` says otherwise ([`unmanaged`]).
 
 pub mod plan;
 pub mod reconcile;
+pub mod unmanaged;
 
 use std::sync::Arc;
 
