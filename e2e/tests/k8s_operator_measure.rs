@@ -127,3 +127,142 @@ fn measure_the_operator() {
         (r1 - r0) / minutes
     );
 }
+
+/// `count` Topic manifests `<prefix>-<i>` in one stream: 1 partition, RF `rf`.
+fn topics(prefix: &str, range: std::ops::Range<usize>, rf: i32) -> String {
+    range
+        .map(|i| {
+            format!(
+                "apiVersion: strom.dev/v1alpha1\nkind: Topic\nmetadata:\n  name: {prefix}-{i}\nspec:\n  clusterRef:\n    \
+                 name: bench\n  partitions: 1\n  replicationFactor: {rf}\n  config:\n    retention.ms: \"86400000\"\n---\n"
+            )
+        })
+        .collect()
+}
+
+/// Names of the resources of `kind` whose Ready condition is True at their generation.
+fn ready(c: &Operated, kind: &str) -> usize {
+    let v: serde_json::Value = serde_json::from_str(&c.kubectl(&["get", kind, "-o", "json"]).unwrap()).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["status"]["conditions"].as_array().into_iter().flatten().any(|x| {
+                x["type"] == "Ready" && x["status"] == "True" && x["observedGeneration"] == t["metadata"]["generation"]
+            })
+        })
+        .count()
+}
+
+fn wait_ready_count(c: &Operated, kind: &str, n: usize, timeout: Duration) -> Duration {
+    let t = Instant::now();
+    while ready(c, kind) < n {
+        assert!(t.elapsed() < timeout, "{} of {n} {kind} Ready after {timeout:?}", ready(c, kind));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    t.elapsed()
+}
+
+/// CPU seconds of the three brokers together.
+fn brokers_cpu(c: &Operated) -> f64 {
+    let running = c.runner.observed().running;
+    (0..3).map(|i| cpu_and_rss(running[&c.pod(i)].pid).0).sum()
+}
+
+#[test]
+#[ignore = "measurement for docs/benchmarks.md; run by hand"]
+fn measure_topics_and_consumer_groups() {
+    // The default resync (60 s): what a user gets.
+    let c = Operated::start("op-measure-topics", "bench").unwrap();
+    c.apply_cluster(3, 3, "").unwrap();
+    c.wait_ready(3, FORM).unwrap();
+    let pid = c.operators[0].pid().unwrap();
+
+    let t = Instant::now();
+    let applied = c.plane.kubectl_with_input(&["-n", &c.ns, "apply", "-f", "-"], &topics("t", 0..100, 3)).unwrap();
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let apply_took = t.elapsed();
+    wait_ready_count(&c, "topics", 100, Duration::from_secs(600));
+    println!(
+        "100 Topics (RF 3): kubectl apply returned after {apply_took:.1?}, all Ready {:.1?} after it began",
+        t.elapsed()
+    );
+
+    // Drift repair at the default resync: three topics changed with the CLI at once.
+    let admin = c.admin_addr(0).unwrap();
+    let t = Instant::now();
+    for i in [3, 50, 97] {
+        let name = format!("t-{i}");
+        e2e::cli::strom(admin, &["topic", "alter", &name, "--config", "retention.ms=1000"]).unwrap().success().unwrap();
+    }
+    let bootstrap = c.bootstrap().unwrap();
+    let mut repaired = Vec::new();
+    for i in [3, 50, 97] {
+        let name = format!("t-{i}");
+        loop {
+            let v = clients::topic_configs(&bootstrap, &name).unwrap().get("retention.ms").cloned().unwrap_or_default();
+            if v == "86400000" {
+                repaired.push(t.elapsed());
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(180), "{name} not put back");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    println!("drift put back after {repaired:.1?} (resync 60 s)");
+
+    // 1,000 Topics and 100 ConsumerGroups, then idle.
+    let t = Instant::now();
+    for chunk in 1..10 {
+        let applied = c
+            .plane
+            .kubectl_with_input(&["-n", &c.ns, "apply", "-f", "-"], &topics("t", chunk * 100..(chunk + 1) * 100, 1))
+            .unwrap();
+        assert_eq!(applied.code, 0, "{applied:?}");
+    }
+    wait_ready_count(&c, "topics", 1000, Duration::from_secs(1200));
+    println!("900 more Topics (RF 1) all Ready {:.1?} after the first apply", t.elapsed());
+    std::thread::sleep(Duration::from_secs(60));
+    let (op0, _) = cpu_and_rss(pid);
+    let b0 = brokers_cpu(&c);
+    let window = Duration::from_secs(180);
+    std::thread::sleep(window);
+    let (op1, rss_topics) = cpu_and_rss(pid);
+    let b1 = brokers_cpu(&c);
+    println!(
+        "idle, 1,000 Topics: operator {:.2} % of a core, RSS {} MiB; brokers {:.2} % of a core together",
+        (op1 - op0) / window.as_secs_f64() * 100.0,
+        rss_topics / 1024,
+        (b1 - b0) / window.as_secs_f64() * 100.0
+    );
+
+    let groups: String = (0..100)
+        .map(|i| {
+            format!(
+                "apiVersion: strom.dev/v1alpha1\nkind: ConsumerGroup\nmetadata:\n  name: g-{i}\nspec:\n  clusterRef:\n    \
+                 name: bench\n  reset:\n    id: start\n    topics:\n      - topic: t-{i}\n        to: Earliest\n---\n"
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let applied = c.plane.kubectl_with_input(&["-n", &c.ns, "apply", "-f", "-"], &groups).unwrap();
+    assert_eq!(applied.code, 0, "{applied:?}");
+    wait_ready_count(&c, "consumergroups", 100, Duration::from_secs(600));
+    println!("100 ConsumerGroups with a reset each, all Ready {:.1?} after the apply", t.elapsed());
+    std::thread::sleep(Duration::from_secs(60));
+    let (op0, _) = cpu_and_rss(pid);
+    let b0 = brokers_cpu(&c);
+    std::thread::sleep(window);
+    let (op1, rss) = cpu_and_rss(pid);
+    let b1 = brokers_cpu(&c);
+    println!(
+        "idle, 1,000 Topics and 100 ConsumerGroups (refresh 30 s): operator {:.2} % of a core, RSS {} MiB; brokers {:.2} % of a core together",
+        (op1 - op0) / window.as_secs_f64() * 100.0,
+        rss / 1024,
+        (b1 - b0) / window.as_secs_f64() * 100.0
+    );
+    let text = c.operators[0].metrics().unwrap();
+    let reconciles: Vec<&str> = text.lines().filter(|l| l.starts_with("strom_operator_reconciles_total")).collect();
+    println!("operator reconciles so far: {reconciles:?}");
+}

@@ -141,6 +141,11 @@ fn topics_in_git_become_kafka_topics_and_stay_as_git_says() {
     })
     .unwrap();
     println!("drift repaired {:?} after the CLI changed the topic", drifted.elapsed());
+    assert!(
+        drifted.elapsed() < Duration::from_secs(30),
+        "put back within one resync (5 s), not {:?}",
+        drifted.elapsed()
+    );
     assert!(has_event(&c, "Topic", "orders", "DriftReverted", "retention.ms 1000 → 7200000"));
     // Partitions cannot be taken back: the Topic says so and what to do.
     let (_, reason, message, _) = c.condition_of("topic", "orders", "Ready").unwrap();
@@ -212,6 +217,12 @@ fn topics_in_git_become_kafka_topics_and_stay_as_git_says() {
     })
     .unwrap();
     assert!(c.kubectl(&["get", "topic", "legacy", "--ignore-not-found", "-o", "name"]).unwrap().trim().is_empty());
+    // A Topic for it that the brokers refuse never held it: deleting that Topic (Delete)
+    // leaves the application's topic.
+    apply_ok(&c, &topic_manifest("legacy", "events", 3, 3, "  config:\n    no.such.key: \"1\"\n"));
+    c.wait_condition("topic", "legacy", false, Some("Refused"), CHANGE).unwrap();
+    c.kubectl(&["delete", "topic", "legacy", "--timeout=60s"]).unwrap();
+    assert!(exists(&c, "legacy"), "a refused Topic's deletion deleted the topic");
     apply_ok(
         &c,
         &topic_manifest("legacy", "events", 3, 3, "  deletionPolicy: Retain\n  config:\n    retention.ms: \"60000\"\n"),
@@ -231,7 +242,12 @@ fn topics_in_git_become_kafka_topics_and_stay_as_git_says() {
     c.kubectl(&["delete", "topic", "legacy", "--timeout=60s"]).unwrap();
     assert!(exists(&c, "legacy"), "deletionPolicy Retain keeps the topic");
 
-    // Deleting the namespace with Topics in it (orders, moving, and the refused ones) finishes.
+    // Deleting the namespace with Topics in it (orders, moving, and the refused ones) and a
+    // ConsumerGroup (deletionPolicy Delete) finishes.
+    let watchers = "apiVersion: strom.dev/v1alpha1\nkind: ConsumerGroup\nmetadata:\n  name: watchers\nspec:\n  \
+                    clusterRef:\n    name: events\n  deletionPolicy: Delete\n";
+    apply_ok(&c, watchers);
+    c.wait_condition("consumergroup", "watchers", true, None, CHANGE).unwrap();
     let deleting = Instant::now();
     c.plane.kubectl_ok(&["delete", "namespace", &c.ns, "--wait=false"]).unwrap();
     wait_for(&c.runner, Duration::from_secs(180), "the namespace gone", || {
@@ -439,7 +455,14 @@ fn a_consumer_group_shows_its_lag_and_replays_from_a_timestamp_once_its_consumer
     assert_eq!(t["spec"]["config"]["retention.ms"], "86400000");
     assert_eq!(t["spec"]["deletionPolicy"], "Retain");
 
+    // A second ConsumerGroup for the same group is refused and changes nothing.
+    apply_ok(&c, &group_manifest("readers-too", "  groupId: readers\n  deletionPolicy: Delete\n"));
+    c.wait_condition("consumergroup", "readers-too", false, Some("GroupClaimed"), CHANGE).unwrap();
+    c.kubectl(&["delete", "consumergroup", "readers-too", "--timeout=60s"]).unwrap();
+
     // Deleting it (deletionPolicy Delete) deletes the group.
+    let patch = r#"{"spec":{"deletionPolicy":"Delete"}}"#;
+    c.kubectl(&["patch", "consumergroup", "readers", "--type=merge", "-p", patch]).unwrap();
     c.kubectl(&["delete", "consumergroup", "readers", "--timeout=60s"]).unwrap();
     let listed =
         e2e::kafka::tool("consumer-groups", &["--bootstrap-server", &bootstrap, "--list"]).unwrap().success().unwrap();

@@ -319,10 +319,18 @@ impl Admin {
 
 fn topic_view(t: strom_proto::admin::Topic) -> TopicView {
     let reassigning = t.partition_info.iter().filter(|p| !p.adding.is_empty() || !p.removing.is_empty()).count();
+    // Each partition's replica count once its moves finish; -1 when partitions differ.
+    let targets: std::collections::BTreeSet<usize> =
+        t.partition_info.iter().map(|p| p.replicas.len().saturating_sub(p.removing.len())).collect();
+    let replication_factor = match (targets.len(), targets.first()) {
+        (1, Some(n)) => i32::try_from(*n).unwrap_or(i32::MAX),
+        (0, _) => t.replication_factor,
+        _ => -1,
+    };
     TopicView {
         id: t.id,
         partitions: t.partitions,
-        replication_factor: t.replication_factor,
+        replication_factor,
         configs: t.configs.into_iter().collect(),
         reassigning: i32::try_from(reassigning).unwrap_or(i32::MAX),
     }

@@ -53,8 +53,16 @@ pub async fn reach(ctx: &Context, namespace: &str, cluster: &str) -> Result<Reac
     if let Some(why) = not_ready(&cluster) {
         return Ok(Reach::NotReady(why));
     }
-    match Admin::connect(&admin_addresses(&cluster, &ctx.settings.cluster_domain)).await {
-        Ok(admin) => Ok(Reach::Ready { admin, brokers: cluster.spec.replicas }),
+    let addresses = admin_addresses(&cluster, &ctx.settings.cluster_domain);
+    let key = format!("{namespace}/{}", cluster.name_any());
+    if let Some(admin) = ctx.cached_admin(&key, &addresses) {
+        return Ok(Reach::Ready { admin, brokers: cluster.spec.replicas });
+    }
+    match Admin::connect(&addresses).await {
+        Ok(admin) => {
+            ctx.keep_admin(&key, &addresses, &admin);
+            Ok(Reach::Ready { admin, brokers: cluster.spec.replicas })
+        }
         Err(e @ AdminError::Unreachable { .. }) => {
             Ok(Reach::NotReady(format!("no broker of Cluster {} answered: {e}", cluster.name_any())))
         }
@@ -62,9 +70,23 @@ pub async fn reach(ctx: &Context, namespace: &str, cluster: &str) -> Result<Reac
     }
 }
 
+/// Drops the admin connection kept for the Cluster after a call through it failed.
+pub fn forget(ctx: &Context, namespace: &str, cluster: &str) {
+    ctx.forget_admin(&format!("{namespace}/{cluster}"));
+}
+
 /// True when the namespace is being deleted (or is gone): a finalizer then lets go rather
 /// than hold the namespace in Terminating.
+/// An operator installed with namespaced permissions only may not read namespaces: then this
+/// says false, and the Cluster's own deletion (which a namespace deletion brings) lets go.
 pub async fn namespace_terminating(ctx: &Context, namespace: &str) -> Result<bool, kube::Error> {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
-    Ok(api.get_opt(namespace).await?.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()))
+    match api.get_opt(namespace).await {
+        Ok(ns) => Ok(ns.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some())),
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::debug!(namespace, "may not read namespaces; judging by the Cluster alone");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -1,13 +1,14 @@
 //! What every reconcile shares: the Kubernetes client, the Event recorder, metrics, and the
 //! operator's settings.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 
+use crate::admin::Admin;
 use crate::metrics::Metrics;
 use crate::topic::unmanaged::UnmanagedTopics;
 
@@ -47,7 +48,13 @@ pub struct Context {
     /// Warnings already published that would only repeat themselves (keys of
     /// [`Context::first_warning`]).
     warned: Arc<Mutex<HashSet<String>>>,
+    /// An admin connection per Cluster (`namespace/name`) and the addresses it was made for,
+    /// shared by the reconciles of its Topics and ConsumerGroups (gRPC multiplexes them).
+    admins: Arc<Mutex<HashMap<String, KeptAdmin>>>,
 }
+
+/// An admin connection and the broker addresses it was made for.
+type KeptAdmin = (Vec<String>, Admin);
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,7 +65,24 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
         let reporter = Reporter { controller: "strom-operator".into(), instance: std::env::var("POD_NAME").ok() };
-        Context { client, reporter, metrics, settings, warned: Arc::default() }
+        Context { client, reporter, metrics, settings, warned: Arc::default(), admins: Arc::default() }
+    }
+
+    /// The admin connection kept for `cluster` if it was made for `addresses`.
+    pub fn cached_admin(&self, cluster: &str, addresses: &[String]) -> Option<Admin> {
+        let admins = self.admins.lock().unwrap_or_else(|e| e.into_inner());
+        admins.get(cluster).filter(|(a, _)| a == addresses).map(|(_, admin)| admin.clone())
+    }
+
+    pub fn keep_admin(&self, cluster: &str, addresses: &[String], admin: &Admin) {
+        let mut admins = self.admins.lock().unwrap_or_else(|e| e.into_inner());
+        admins.insert(cluster.to_string(), (addresses.to_vec(), admin.clone()));
+    }
+
+    /// Drops the connection kept for `cluster` (a call through it failed: the next reconcile
+    /// connects again, to whichever broker answers first).
+    pub fn forget_admin(&self, cluster: &str) {
+        self.admins.lock().unwrap_or_else(|e| e.into_inner()).remove(cluster);
     }
 
     /// True the first time `key` is asked about: for Warnings that say the same every time.

@@ -7,7 +7,8 @@
 //!   multi-step operations, status, and the reconcile that wires them.
 //! - [`topic`]: the Topic controller — the topic diff, ownership, reconcile and finalizer.
 //! - [`group`]: the ConsumerGroup controller — lag in status, declarative offset resets.
-//! - [`cluster_ref`]: how a Topic or ConsumerGroup reaches its Cluster's brokers.
+//! - [`cluster_ref`]: how a Topic or ConsumerGroup reaches its Cluster's brokers;
+//!   [`claim`]: which of two resources naming one topic or group manages it.
 //! - [`admin`]: the admin gRPC client (topics, groups, rebalances, broker removal).
 //! - [`publish`]: Events and status writes; [`failures`]: retries with backoff.
 //! - [`conditions`]: kstatus conditions (`Ready`, `Reconciling`, `Stalled`).
@@ -18,6 +19,7 @@
 //! - [`run`]: `strom-operator run`: CRDs, HTTP, Lease, controllers, graceful shutdown.
 
 pub mod admin;
+pub mod claim;
 pub mod cluster;
 pub mod cluster_ref;
 pub mod conditions;

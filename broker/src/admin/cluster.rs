@@ -167,19 +167,35 @@ pub async fn alter_topic(node: &Node, r: AlterTopicRequest) -> Result<Topic, Sta
             r.replication_factor
         )));
     }
-    if !r.set_configs.is_empty() || !r.delete_configs.is_empty() {
+    let configs = (!r.set_configs.is_empty() || !r.delete_configs.is_empty()).then(|| {
         let mut configs = current.configs.clone();
         for k in &r.delete_configs {
             configs.remove(k);
         }
         configs.extend(r.set_configs.clone());
+        configs
+    });
+    let grow = r.partitions > 0 && r.partitions != current.partition_count();
+    // A partition left at another replica count (a reassignment refused halfway, a change
+    // made to one partition) counts as a difference, not only partition 0's.
+    let rf = usize::try_from(r.replication_factor).unwrap_or(0);
+    let refit = rf > 0 && current.partitions.iter().any(|p| p.target_replicas().len() != rf);
+    // The controller checks each part again when it is made; these validate-only passes let
+    // a refusal of a later part come before an earlier part has changed anything.
+    if let Some(configs) = &configs {
+        node.set_topic_configs(&r.name, configs.clone(), true).await.map_err(|e| topic_status(&e))?;
+    }
+    if grow {
+        node.increase_partitions(&r.name, r.partitions, &[], true).await.map_err(|e| topic_status(&e))?;
+    }
+    if let Some(configs) = configs {
         node.set_topic_configs(&r.name, configs, false).await.map_err(|e| topic_status(&e))?;
     }
-    if r.partitions > 0 && r.partitions != current.partition_count() {
+    if grow {
         node.increase_partitions(&r.name, r.partitions, &[], false).await.map_err(|e| topic_status(&e))?;
     }
-    if r.replication_factor > 0 && r.replication_factor != i32::from(current.replication_factor()) {
-        change_replication_factor(node, &r.name, usize::try_from(r.replication_factor).unwrap_or(1)).await?;
+    if refit {
+        change_replication_factor(node, &r.name, rf).await?;
     }
     find_topic(node, &r.name)
 }

@@ -47,10 +47,16 @@ pub struct ConsumerGroupSpec {
     /// An offset reset, applied once per `id` and only while the group has no members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<OffsetReset>,
-    /// What deleting this resource does to the group: `Delete` (default) deletes the group and
-    /// its committed offsets, `Retain` leaves them.
-    #[serde(default)]
+    /// What deleting this resource does to the group: `Retain` (default) leaves the group and
+    /// its committed offsets to the application; `Delete` deletes them.
+    #[serde(default = "retain")]
     pub deletion_policy: DeletionPolicy,
+}
+
+/// A group's offsets belong to its application: deleting the resource that watches it keeps
+/// them unless asked otherwise.
+fn retain() -> DeletionPolicy {
+    DeletionPolicy::Retain
 }
 
 /// Status refresh period when the spec names none.
@@ -74,6 +80,9 @@ pub struct OffsetReset {
 #[x_kube(validation = Rule::new("self.to != 'ShiftBy' || has(self.shiftBy)").message("shiftBy is required when `to` is ShiftBy"))]
 #[x_kube(validation = Rule::new("self.to != 'Offset' || (has(self.offsets) && size(self.offsets) > 0)").message("offsets is required when `to` is Offset"))]
 #[x_kube(validation = Rule::new("self.to == 'Offset' || !has(self.offsets)").message("offsets is only for `to: Offset`"))]
+#[x_kube(validation = Rule::new("self.to != 'Offset' || !has(self.partitions)").message("partitions is not for `to: Offset`: offsets names them"))]
+#[x_kube(validation = Rule::new("self.to == 'Timestamp' || !has(self.timestamp)").message("timestamp is only for `to: Timestamp`"))]
+#[x_kube(validation = Rule::new("self.to == 'ShiftBy' || !has(self.shiftBy)").message("shiftBy is only for `to: ShiftBy`"))]
 #[serde(rename_all = "camelCase")]
 pub struct TopicReset {
     /// The topic whose offsets are reset.
@@ -83,8 +92,9 @@ pub struct TopicReset {
     /// `timestamp`), `Offset` (the offset of each partition in `offsets`), `ShiftBy` (the
     /// committed offset plus `shiftBy`). Targets are clamped to the partition's log.
     pub to: ResetTo,
-    /// Partitions to reset (default: all); not used with `Offset`, which names its own.
+    /// Partitions to reset (default: all); not with `Offset`, which names its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(range(min = 0)))]
     pub partitions: Vec<i32>,
     /// For `Timestamp`: RFC 3339 (`2026-12-01T00:00:00Z`) or milliseconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -43,7 +43,7 @@ pub async fn run(
     let store = controller.store();
     let failures = Failures::default();
     let on_error = failures.clone();
-    let shared = Arc::new(Shared { ctx, waits: Failures::default() });
+    let shared = Arc::new(Shared { ctx, groups: store.clone(), waits: Failures::default(), due: Arc::default() });
     controller
         .watches(clusters, watcher::Config::default(), move |cluster: Cluster| {
             let (name, ns) = (cluster.name_any(), cluster.namespace());

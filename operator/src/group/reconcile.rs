@@ -3,14 +3,16 @@
 //! then commit them), write the status and announce resets in Events. Deleting the resource
 //! goes through a finalizer that honours `deletionPolicy`.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
 use crate::admin::{Admin, AdminError};
@@ -31,9 +33,18 @@ pub const FINALIZER: &str = "strom.dev/consumer-group";
 #[derive(Clone)]
 pub struct Shared {
     pub ctx: Arc<Context>,
+    /// Every ConsumerGroup the controller watches (to find two naming one group).
+    pub groups: Store<ConsumerGroup>,
     /// Waits for a Cluster that is missing or not ready, per ConsumerGroup.
     pub waits: Failures,
+    /// When each ConsumerGroup is due again, and at which generation. Its own status writes
+    /// (lag changes with every record) wake the controller; a wake-up before the due time at
+    /// the same generation is not a reason to describe the group again.
+    pub due: Arc<Mutex<HashMap<String, Due>>>,
 }
+
+/// The generation a ConsumerGroup was last reconciled at, and when it is due again.
+pub type Due = (Option<i64>, Instant);
 
 /// A reconcile that failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +97,7 @@ pub fn group_id(group: &ConsumerGroup) -> String {
 pub async fn reconcile(group: Arc<ConsumerGroup>, shared: Arc<Shared>) -> Result<Action, ReconcileError> {
     let timer = shared.ctx.metrics.reconcile("ConsumerGroup");
     let namespace = group.namespace().unwrap_or_default();
+    let cluster = group.spec.cluster_ref.name.clone();
     let api: Api<ConsumerGroup> = Api::namespaced(shared.ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, group, |event| async {
         match event {
@@ -94,6 +106,11 @@ pub async fn reconcile(group: Arc<ConsumerGroup>, shared: Arc<Shared>) -> Result
         }
     })
     .await;
+    if let Err(kube::runtime::finalizer::Error::ApplyFailed(Error::Admin { .. }))
+    | Err(kube::runtime::finalizer::Error::CleanupFailed(Error::Admin { .. })) = &result
+    {
+        crate::cluster_ref::forget(&shared.ctx, &namespace, &cluster);
+    }
     timer.done(result.as_ref().err().map(|e| match e {
         kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
             e.label()
@@ -108,13 +125,51 @@ fn refresh(group: &ConsumerGroup) -> Duration {
     Duration::from_secs(u64::try_from(seconds).unwrap_or(30))
 }
 
-async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Error> {
+/// What a ConsumerGroup names: (namespace, cluster, group id).
+fn names(g: &ConsumerGroup) -> (Option<String>, String, String) {
+    (g.namespace(), g.spec.cluster_ref.name.clone(), group_id(g))
+}
+
+async fn apply(cached: &ConsumerGroup, shared: &Shared) -> Result<Action, Error> {
+    let key = failures::key(cached);
+    let due = shared.due.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+    if let Some((generation, at)) = due {
+        if generation == cached.metadata.generation && Instant::now() < at {
+            return Ok(Action::requeue(at - Instant::now()));
+        }
+    }
+    let Some(again) = apply_fresh(cached, shared).await? else { return Ok(Action::await_change()) };
+    let at = Instant::now() + again;
+    shared.due.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (cached.metadata.generation, at));
+    Ok(Action::requeue(again))
+}
+
+/// Reconciles the ConsumerGroup as the API server has it now (a reset is recorded in its
+/// status, and planning from an older copy could compute it a second time); when to look
+/// again (None: on a change).
+async fn apply_fresh(cached: &ConsumerGroup, shared: &Shared) -> Result<Option<Duration>, Error> {
     let ctx = &shared.ctx;
-    let namespace = resource.namespace().ok_or(Error::NoNamespace)?;
+    let namespace = cached.namespace().ok_or(Error::NoNamespace)?;
+    let api: Api<ConsumerGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+    let fresh = api.get_opt(&cached.name_any()).await.map_err(|source| Error::Read {
+        what: "the ConsumerGroup",
+        group: cached.name_any(),
+        source: Box::new(source),
+    })?;
+    let Some(resource) = fresh else { return Ok(None) };
+    let resource = &resource;
     let id = group_id(resource);
     let key = failures::key(resource);
     let previous = resource.status.clone().unwrap_or_default();
     let cluster = &resource.spec.cluster_ref.name;
+    let all = shared.groups.state();
+    if let Some(other) = crate::claim::claimed_by(resource, all.iter().map(|g| &**g), names) {
+        let why =
+            format!("group {id} of Cluster {cluster} is managed by ConsumerGroup {other}; this one changes nothing");
+        let health = Health::Stalled { reason: "GroupClaimed".into(), message: why };
+        finish(ctx, resource, &previous, previous.clone(), health).await?;
+        return Ok(Some(refresh(resource)));
+    }
     let read = |source| Error::Read { what: "its Cluster", group: resource.name_any(), source: Box::new(source) };
     let admin = match reach(ctx, &namespace, cluster).await.map_err(read)? {
         Reach::Ready { admin, .. } => admin,
@@ -129,7 +184,7 @@ async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Erro
                 Reach::Ready { .. } => unreachable!("handled above"),
             };
             finish(ctx, resource, &previous, previous.clone(), health).await?;
-            return Ok(Action::requeue(shared.waits.retry_in(&key)));
+            return Ok(Some(shared.waits.retry_in(&key)));
         }
     };
     shared.waits.succeeded(&key);
@@ -139,13 +194,15 @@ async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Erro
     let mut last_reset = previous.last_reset.clone();
     let step = reset_step(resource.spec.reset.as_ref(), last_reset.as_ref(), seen.as_ref());
     let mut health = health(&id, &step, seen.as_ref());
-    match carry_out(ctx, resource, &admin, &id, &step, seen.as_ref(), &previous).await {
-        Ok(Some(done)) => {
-            last_reset = Some(done);
+    match carry_out(ctx, resource, &admin, &id, &step, seen.as_ref(), &previous, &mut last_reset).await {
+        Ok(true) => {
             seen = admin.group(&id).await.map_err(failed)?;
             health = super::plan::health(&id, &ResetStep::Nothing, seen.as_ref());
         }
-        Ok(None) => {}
+        Ok(false) => {}
+        Err(Waiting(why)) => {
+            health = Health::Reconciling { reason: "WaitingForEmptyGroup".into(), message: why };
+        }
         Err(Missing(why)) => {
             // Most often a Topic applied together with this group and not created yet.
             health = Health::Reconciling { reason: "WaitingForTopic".into(), message: why };
@@ -171,10 +228,12 @@ async fn apply(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Erro
     };
     let busy = matches!(health, Health::Reconciling { .. });
     finish(ctx, resource, &previous, next, health).await?;
-    Ok(Action::requeue(if busy { ctx.settings.busy_requeue.max(Duration::from_secs(5)) } else { refresh(resource) }))
+    Ok(Some(if busy { ctx.settings.busy_requeue.max(Duration::from_secs(5)) } else { refresh(resource) }))
 }
 
 enum ResetFailure {
+    /// A member joined while the reset was being applied: the brokers' message.
+    Waiting(String),
     /// A topic of the reset does not exist (yet): the brokers' message.
     Missing(String),
     /// The brokers refused (members joined meanwhile, a partition the topic lacks, ...):
@@ -182,9 +241,12 @@ enum ResetFailure {
     Refused(String),
     Failed(Error),
 }
-use ResetFailure::{Failed, Missing, Refused};
+use ResetFailure::{Failed, Missing, Refused, Waiting};
 
-/// Carries out a Compute or Commit step; the reset's record once every offset is committed.
+/// Carries out a Compute or Commit step, keeping `last_reset` as the status has it (the
+/// record written before the commits stays when a commit fails, so the next attempt commits
+/// the same offsets); true once every offset is committed.
+#[allow(clippy::too_many_arguments)]
 async fn carry_out(
     ctx: &Context,
     resource: &ConsumerGroup,
@@ -193,9 +255,13 @@ async fn carry_out(
     step: &ResetStep,
     seen: Option<&GroupView>,
     previous: &ConsumerGroupStatus,
-) -> Result<Option<ResetResult>, ResetFailure> {
-    let Some(reset) = resource.spec.reset.as_ref() else { return Ok(None) };
+    last_reset: &mut Option<ResetResult>,
+) -> Result<bool, ResetFailure> {
+    let Some(reset) = resource.spec.reset.as_ref() else { return Ok(false) };
     let call_failed = |e: AdminError| match e.refusal() {
+        Some(status) if status.code() == tonic::Code::FailedPrecondition => {
+            Waiting(format!("reset {} waits: {}", reset.id, status.message()))
+        }
         Some(status) if e.not_found() => Missing(format!("reset {} waits: {}", reset.id, status.message())),
         Some(status) => Refused(status.message().to_string()),
         None => Failed(Error::Admin { group: id.to_string(), source: Box::new(e) }),
@@ -210,15 +276,16 @@ async fn carry_out(
             // Recorded before they are committed: a reconcile that stops halfway resumes
             // with these offsets, never new ones.
             let record = ResetResult { id: reset.id.clone(), applied_at: None, offsets: offsets.clone() };
-            let next = ConsumerGroupStatus { last_reset: Some(record), ..previous.clone() };
+            let next = ConsumerGroupStatus { last_reset: Some(record.clone()), ..previous.clone() };
             let namespace = resource.namespace().unwrap_or_default();
             publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next)
                 .await
                 .map_err(|source| Failed(Error::Status { group: resource.name_any(), source: Box::new(source) }))?;
+            *last_reset = Some(record);
             offsets
         }
         ResetStep::Commit(offsets) => offsets.clone(),
-        _ => return Ok(None),
+        _ => return Ok(false),
     };
     for call in commit_calls(&offsets) {
         admin.reset_offsets(id, &call, false).await.map_err(call_failed)?;
@@ -235,7 +302,8 @@ async fn carry_out(
     let more = if offsets.len() > 12 { format!(" and {} more", offsets.len() - 12) } else { String::new() };
     let note = format!("reset {} of group {id} applied: {}{more}", reset.id, moved.join(", "));
     publish::event(ctx, resource, EventType::Normal, "ResetApplied", "Reset", note).await;
-    Ok(Some(ResetResult { id: reset.id.clone(), applied_at: Some(Timestamp::now().to_string()), offsets }))
+    *last_reset = Some(ResetResult { id: reset.id.clone(), applied_at: Some(Timestamp::now().to_string()), offsets });
+    Ok(true)
 }
 
 /// Writes `next` with the conditions for `health`, and a Warning Event when the resource
@@ -284,6 +352,10 @@ async fn cleanup(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Er
     };
     if resource.spec.deletion_policy == DeletionPolicy::Retain {
         return released(format!("deletionPolicy Retain: group {id} and its offsets stay")).await;
+    }
+    let all = shared.groups.state();
+    if crate::claim::named_by_another(resource, all.iter().map(|g| &**g), names) {
+        return released(format!("another ConsumerGroup names group {id}: left to it")).await;
     }
     if namespace_terminating(ctx, &namespace).await.map_err(read("its namespace"))? {
         return released(format!("namespace {namespace} is being deleted: group {id} left with its Cluster")).await;

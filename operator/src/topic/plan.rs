@@ -19,6 +19,7 @@ use crate::crd::topic::{Topic, TopicSpec};
 pub struct TopicView {
     pub id: String,
     pub partitions: i32,
+    /// Replicas per partition once moves in progress finish; -1 when partitions differ.
     pub replication_factor: i32,
     /// The topic's config overrides (not the broker defaults).
     pub configs: BTreeMap<String, String>,
@@ -161,24 +162,18 @@ pub fn validate(name: &str) -> Result<(), String> {
     if name == "." || name == ".." {
         return Err(format!("{name:?} is not a valid topic name"));
     }
-    if name.starts_with("__") {
-        return Err(format!("{name} looks like an internal topic (it starts with \"__\"); the brokers manage those"));
-    }
     Ok(())
+}
+
+/// What a Topic names: (namespace, cluster, Kafka topic).
+pub fn names(t: &Topic) -> (Option<String>, String, String) {
+    (t.namespace(), t.spec.cluster_ref.name.clone(), kafka_name(t))
 }
 
 /// Of the Topic resources naming the same Kafka topic in the same Cluster, the one that
 /// manages it: the oldest (then the first by name). None when `me` is that one; else its name.
 pub fn claimed_by<'a>(me: &'a Topic, all: impl IntoIterator<Item = &'a Topic>) -> Option<String> {
-    let key = |t: &Topic| (t.namespace(), t.spec.cluster_ref.name.clone(), kafka_name(t));
-    let order = |t: &Topic| (t.metadata.creation_timestamp.clone().map(|c| c.0), t.name_any());
-    let mine = key(me);
-    all.into_iter()
-        .filter(|t| t.metadata.deletion_timestamp.is_none() && key(t) == mine)
-        .chain(std::iter::once(me))
-        .min_by_key(|t| order(t))
-        .filter(|first| first.name_any() != me.name_any())
-        .map(|first| first.name_any())
+    crate::claim::claimed_by(me, all, names)
 }
 
 #[cfg(test)]

@@ -80,10 +80,10 @@ fn a_replication_factor_change_is_a_reassignment_started_once() {
 }
 
 #[test]
-fn names_the_brokers_would_take_for_internal_are_refused() {
+fn dot_names_are_refused_before_they_reach_a_broker() {
     assert!(validate("orders").is_ok());
     assert!(validate("..").is_err());
-    assert!(validate("__consumer_offsets").is_err());
+    assert!(validate(".").is_err());
 }
 
 fn topic(name: &str, kafka: Option<&str>, created: &str) -> Topic {
@@ -103,5 +103,7 @@ fn of_two_topic_resources_for_one_kafka_topic_the_older_manages_it() {
     assert_eq!(claimed_by(&second, &all), Some("orders".into()));
     let mut deleting = first.clone();
     deleting.metadata.deletion_timestamp = Some(Time("2026-01-03T00:00:00Z".parse().expect("time")));
-    assert_eq!(claimed_by(&second, &[deleting, second.clone()]), None, "a Topic being deleted lets go");
+    assert_eq!(claimed_by(&second, &[deleting.clone(), second.clone()]), None, "a Topic being deleted lets go");
+    assert!(crate::claim::named_by_another(&deleting, &[deleting.clone(), second.clone()], names), "renamed in Git");
+    assert!(!crate::claim::named_by_another(&second, &[deleting, second.clone()], names));
 }

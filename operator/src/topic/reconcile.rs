@@ -83,6 +83,7 @@ pub type ReconcileError = kube::runtime::finalizer::Error<Error>;
 pub async fn reconcile(topic: Arc<Topic>, shared: Arc<Shared>) -> Result<Action, ReconcileError> {
     let timer = shared.ctx.metrics.reconcile("Topic");
     let namespace = topic.namespace().unwrap_or_default();
+    let cluster = topic.spec.cluster_ref.name.clone();
     let api: Api<Topic> = Api::namespaced(shared.ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, topic, |event| async {
         match event {
@@ -91,6 +92,11 @@ pub async fn reconcile(topic: Arc<Topic>, shared: Arc<Shared>) -> Result<Action,
         }
     })
     .await;
+    if let Err(kube::runtime::finalizer::Error::ApplyFailed(Error::Admin { .. }))
+    | Err(kube::runtime::finalizer::Error::CleanupFailed(Error::Admin { .. })) = &result
+    {
+        crate::cluster_ref::forget(&shared.ctx, &namespace, &cluster);
+    }
     timer.done(result.as_ref().err().map(|e| match e {
         kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
             e.label()
@@ -145,13 +151,11 @@ async fn apply(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
 
     let failed = |source| Error::Admin { topic: name.clone(), source: Box::new(source) };
     let observed = admin.topic(&name).await.map_err(failed)?;
-    if let (Some(view), None) = (&observed, &previous.topic_id) {
-        let note = format!("adopted the existing topic {name} (id {})", view.id);
-        publish::event(ctx, topic, EventType::Normal, "Adopted", "Reconcile", note).await;
-    }
+    let existed = observed.is_some();
     let (after, refused) = match change(ctx, topic, &admin, &name, &previous, observed.as_ref()).await {
         Ok(after) => (after, None),
-        Err(e) => match e.refusal() {
+        // NotFound: the topic went between the describe and the change; look again.
+        Err(e) => match e.refusal().filter(|_| !e.not_found()) {
             Some(status) => (observed, Some(status.message().to_string())),
             None => return Err(failed(e)),
         },
@@ -161,6 +165,11 @@ async fn apply(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
         Some(why) => refuse("Refused", format!("the brokers refused the change to topic {name}: {why}")),
         None => health(&name, &topic.spec, &remaining),
     };
+    let held = existed && previous.topic_id.is_none() && !matches!(health, Health::Stalled { .. });
+    if let (true, Some(view)) = (held, &after) {
+        let note = format!("adopted the existing topic {name} (id {})", view.id);
+        publish::event(ctx, topic, EventType::Normal, "Adopted", "Reconcile", note).await;
+    }
     let requeue = match &health {
         Health::Reconciling { .. } => ctx.settings.busy_requeue,
         _ => ctx.settings.resync,
@@ -228,9 +237,19 @@ async fn finish(
     let next = TopicStatus {
         observed_generation: topic.metadata.generation,
         conditions: conditions(&health, topic.metadata.generation, &previous.conditions, Timestamp::now()),
-        topic_id: seen.map(|t| t.id.clone()).or_else(|| previous.topic_id.clone()),
+        // Recorded once the Topic has had its way (created or adopted and not refused): a
+        // Topic whose first apply is refused never held the topic, and its deletion must
+        // not delete an application's topic of that name.
+        topic_id: match (seen, &previous.topic_id, &health) {
+            (Some(t), Some(_), _) => Some(t.id.clone()),
+            (Some(t), None, Health::Ready { .. } | Health::Reconciling { .. }) => Some(t.id.clone()),
+            (_, previous, _) => previous.clone(),
+        },
         partitions: seen.map(|t| t.partitions).or(previous.partitions),
-        replication_factor: seen.map(|t| t.replication_factor).or(previous.replication_factor),
+        replication_factor: match seen {
+            Some(t) => (t.replication_factor > 0).then_some(t.replication_factor),
+            None => previous.replication_factor,
+        },
         reassigning_partitions: seen.map(|t| t.reassigning).filter(|n| *n > 0),
     };
     let namespace = topic.namespace().unwrap_or_default();
@@ -240,8 +259,10 @@ async fn finish(
 }
 
 /// `kubectl delete topic`: deletes the Kafka topic unless `deletionPolicy: Retain`, another
-/// Topic manages it, or the Cluster or the namespace is going away (then there is nothing to
-/// keep consistent, and holding on would leave the namespace in Terminating).
+/// Topic names it (manages it, or takes over from this one: a Topic renamed in Git), this
+/// Topic never had it (created or adopted: `status.topicId`, and the topic still has that id),
+/// or the Cluster or the namespace is going away (then there is nothing to keep consistent,
+/// and holding on would leave the namespace in Terminating).
 async fn cleanup(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
     let ctx = &shared.ctx;
     let namespace = topic.namespace().ok_or(Error::NoNamespace)?;
@@ -259,9 +280,12 @@ async fn cleanup(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
         return note(format!("deletionPolicy Retain: topic {name} stays in Cluster {cluster}")).await;
     }
     let all = shared.topics.state();
-    if let Some(other) = claimed_by(topic, all.iter().map(|t| &**t)) {
-        return note(format!("topic {name} is managed by Topic {other}: left alone")).await;
+    if crate::claim::named_by_another(topic, all.iter().map(|t| &**t), super::plan::names) {
+        return note(format!("another Topic names topic {name}: left to it")).await;
     }
+    let Some(id) = topic.status.as_ref().and_then(|s| s.topic_id.clone()) else {
+        return note(format!("this Topic never created or adopted topic {name}: nothing to delete")).await;
+    };
     if namespace_terminating(ctx, &namespace).await.map_err(read("its namespace"))? {
         return note(format!("namespace {namespace} is being deleted: topic {name} left with its Cluster")).await;
     }
@@ -271,10 +295,13 @@ async fn cleanup(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
         }
         Reach::NotReady(why) => Err(Error::CannotDelete { topic: name, why }),
         Reach::Ready { admin, .. } => {
-            let existed = admin
-                .delete_topic(&name)
-                .await
-                .map_err(|e| Error::Admin { topic: name.clone(), source: Box::new(e) })?;
+            let failed = |e| Error::Admin { topic: name.clone(), source: Box::new(e) };
+            if let Some(now) = admin.topic(&name).await.map_err(failed)?.filter(|now| now.id != id) {
+                let n =
+                    format!("topic {name} is not the one this Topic had (id {} now, {id} before): left alone", now.id);
+                return note(n).await;
+            }
+            let existed = admin.delete_topic(&name).await.map_err(failed)?;
             ctx.metrics.step("Topic", "Delete");
             let what = if existed { "deleted" } else { "already gone:" };
             let n = format!("{what} topic {name} (deletionPolicy Delete)");
