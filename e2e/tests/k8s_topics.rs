@@ -372,8 +372,36 @@ fn a_consumer_group_shows_its_lag_and_replays_from_a_timestamp_once_its_consumer
         })
         .collect();
     assert_eq!(rows, status_offsets(&g), "kafka-consumer-groups.sh --describe:\n{}", described.stdout);
+    // Under live traffic the lag changes at every look; the status is refreshed every
+    // refreshSeconds (5 s here), not on each of its own writes.
+    let before =
+        c.operators[0].metric("strom_operator_reconciles_total{kind=\"ConsumerGroup\",result=\"ok\"}").unwrap();
+    let window = Instant::now();
+    let producer: ThreadedProducer<_> = clients::producer_config(&bootstrap, "1").create().unwrap();
+    let mut sent: i32 = 0;
+    while window.elapsed() < Duration::from_secs(15) {
+        let value = format!("live-{sent}");
+        let record = BaseRecord::<str, str>::to("clicks").partition(sent % 2).payload(&value).timestamp(now_ms);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let reconciles =
+        c.operators[0].metric("strom_operator_reconciles_total{kind=\"ConsumerGroup\",result=\"ok\"}").unwrap()
+            - before;
+    println!("ConsumerGroup reconciles in 15 s of live traffic: {reconciles}");
+    assert!(reconciles <= 15.0, "{reconciles} reconciles in 15 s at refreshSeconds 5: a status-write loop");
+    let g = wait_for(&c.runner, CHANGE, "readers' lag shows the live records", || {
+        let g = c.get("consumergroup", "readers")?;
+        let lag = g["status"]["totalLag"].as_i64().unwrap_or(0);
+        ensure!(lag == 70 + i64::from(sent), "lag {lag}, want {}", 70 + i64::from(sent));
+        Ok(g)
+    })
+    .unwrap();
+    let lag = g["status"]["totalLag"].to_string();
     let table = c.kubectl(&["get", "consumergroups"]).unwrap();
-    assert!(table.lines().any(|l| l.starts_with("readers") && l.contains("Stable") && l.contains("70")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("readers") && l.contains("Stable") && l.contains(&lag)), "{table}");
 
     // A malformed timestamp: refused by the API server, or (a date that does not exist)
     // by the operator with a condition and an Event; nothing changes either way.
