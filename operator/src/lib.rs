@@ -10,7 +10,8 @@
 //! - [`cluster_ref`]: how a Topic or ConsumerGroup reaches its Cluster's brokers;
 //!   [`claim`]: which of two resources naming one topic or group manages it.
 //! - [`admin`]: the admin gRPC client (topics, groups, rebalances, broker removal).
-//! - [`publish`]: Events and status writes; [`failures`]: retries with backoff.
+//! - [`publish`]: Events and status writes; [`failures`]: retries with backoff;
+//!   [`finalized`]: the error and the finalizer run the Topic and ConsumerGroup share.
 //! - [`conditions`]: kstatus conditions (`Ready`, `Reconciling`, `Stalled`).
 //! - [`context`]: what every reconcile shares (client, Event recorder, metrics, settings).
 //! - [`leader`]: leader election on a Lease.
@@ -26,6 +27,7 @@ pub mod conditions;
 pub mod context;
 pub mod crd;
 pub mod failures;
+pub mod finalized;
 pub mod group;
 pub mod http;
 pub mod leader;

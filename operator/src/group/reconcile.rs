@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
@@ -46,47 +46,7 @@ pub struct Shared {
 /// The generation a ConsumerGroup was last reconciled at, and when it is due again.
 pub type Due = (Option<i64>, Instant);
 
-/// A reconcile that failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the ConsumerGroup has no namespace")]
-    NoNamespace,
-    #[error("reading {what} for ConsumerGroup {group}")]
-    Read {
-        what: &'static str,
-        group: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("admin call for group {group}")]
-    Admin {
-        group: String,
-        #[source]
-        source: Box<AdminError>,
-    },
-    #[error("deleting group {group}: {why}")]
-    CannotDelete { group: String, why: String },
-    #[error("writing the status of ConsumerGroup {group}")]
-    Status {
-        group: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-}
-
-impl Error {
-    pub fn label(&self) -> &'static str {
-        match self {
-            Error::NoNamespace => "NoNamespace",
-            Error::Read { .. } => "Read",
-            Error::Admin { .. } => "Admin",
-            Error::CannotDelete { .. } => "CannotDelete",
-            Error::Status { .. } => "Status",
-        }
-    }
-}
-
-pub type ReconcileError = kube::runtime::finalizer::Error<Error>;
+pub use crate::finalized::{Error, ReconcileError};
 
 /// The Kafka group id: `spec.groupId`, else the resource's name.
 pub fn group_id(group: &ConsumerGroup) -> String {
@@ -95,29 +55,14 @@ pub fn group_id(group: &ConsumerGroup) -> String {
 
 /// The controller's entry point.
 pub async fn reconcile(group: Arc<ConsumerGroup>, shared: Arc<Shared>) -> Result<Action, ReconcileError> {
-    let timer = shared.ctx.metrics.reconcile("ConsumerGroup");
-    let namespace = group.namespace().unwrap_or_default();
     let cluster = group.spec.cluster_ref.name.clone();
-    let api: Api<ConsumerGroup> = Api::namespaced(shared.ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, group, |event| async {
+    crate::finalized::run(&shared.ctx, FINALIZER, group, &cluster, |event| async {
         match event {
             Finalizer::Apply(group) => apply(&group, &shared).await,
             Finalizer::Cleanup(group) => cleanup(&group, &shared).await,
         }
     })
-    .await;
-    if let Err(kube::runtime::finalizer::Error::ApplyFailed(Error::Admin { .. }))
-    | Err(kube::runtime::finalizer::Error::CleanupFailed(Error::Admin { .. })) = &result
-    {
-        crate::cluster_ref::forget(&shared.ctx, &namespace, &cluster);
-    }
-    timer.done(result.as_ref().err().map(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
-            e.label()
-        }
-        _ => "Finalizer",
-    }));
-    result
+    .await
 }
 
 fn refresh(group: &ConsumerGroup) -> Duration {
@@ -152,8 +97,8 @@ async fn apply_fresh(cached: &ConsumerGroup, shared: &Shared) -> Result<Option<D
     let namespace = cached.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ConsumerGroup> = Api::namespaced(ctx.client.clone(), &namespace);
     let fresh = api.get_opt(&cached.name_any()).await.map_err(|source| Error::Read {
-        what: "the ConsumerGroup",
-        group: cached.name_any(),
+        what: "its latest version",
+        resource: Error::resource(cached),
         source: Box::new(source),
     })?;
     let Some(resource) = fresh else { return Ok(None) };
@@ -170,7 +115,8 @@ async fn apply_fresh(cached: &ConsumerGroup, shared: &Shared) -> Result<Option<D
         finish(ctx, resource, &previous, previous.clone(), health).await?;
         return Ok(Some(refresh(resource)));
     }
-    let read = |source| Error::Read { what: "its Cluster", group: resource.name_any(), source: Box::new(source) };
+    let read =
+        |source| Error::Read { what: "its Cluster", resource: Error::resource(resource), source: Box::new(source) };
     let admin = match reach(ctx, &namespace, cluster).await.map_err(read)? {
         Reach::Ready { admin, .. } => admin,
         waiting => {
@@ -189,7 +135,7 @@ async fn apply_fresh(cached: &ConsumerGroup, shared: &Shared) -> Result<Option<D
     };
     shared.waits.succeeded(&key);
 
-    let failed = |source| Error::Admin { group: id.clone(), source: Box::new(source) };
+    let failed = |source| Error::Admin { subject: format!("group {id}"), source: Box::new(source) };
     let mut seen = admin.group(&id).await.map_err(failed)?;
     let mut last_reset = previous.last_reset.clone();
     let step = reset_step(resource.spec.reset.as_ref(), last_reset.as_ref(), seen.as_ref());
@@ -264,7 +210,7 @@ async fn carry_out(
         }
         Some(status) if e.not_found() => Missing(format!("reset {} waits: {}", reset.id, status.message())),
         Some(status) => Refused(status.message().to_string()),
-        None => Failed(Error::Admin { group: id.to_string(), source: Box::new(e) }),
+        None => Failed(Error::Admin { subject: format!("group {id}"), source: Box::new(e) }),
     };
     let offsets: Vec<ResetOffset> = match step {
         ResetStep::Compute(calls) => {
@@ -278,9 +224,9 @@ async fn carry_out(
             let record = ResetResult { id: reset.id.clone(), applied_at: None, offsets: offsets.clone() };
             let next = ConsumerGroupStatus { last_reset: Some(record.clone()), ..previous.clone() };
             let namespace = resource.namespace().unwrap_or_default();
-            publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next)
-                .await
-                .map_err(|source| Failed(Error::Status { group: resource.name_any(), source: Box::new(source) }))?;
+            publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next).await.map_err(
+                |source| Failed(Error::Status { resource: Error::resource(resource), source: Box::new(source) }),
+            )?;
             *last_reset = Some(record);
             offsets
         }
@@ -331,7 +277,7 @@ async fn finish(
     let namespace = resource.namespace().unwrap_or_default();
     publish::status::<ConsumerGroup, _>(ctx, &namespace, &resource.name_any(), previous, &next)
         .await
-        .map_err(|source| Error::Status { group: resource.name_any(), source: Box::new(source) })
+        .map_err(|source| Error::Status { resource: Error::resource(resource), source: Box::new(source) })
 }
 
 /// `kubectl delete consumergroup`: deletes the group and its offsets unless
@@ -343,8 +289,8 @@ async fn cleanup(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Er
     let id = group_id(resource);
     let cluster = &resource.spec.cluster_ref.name;
     let read = |what| {
-        let group = resource.name_any();
-        move |source| Error::Read { what, group, source: Box::new(source) }
+        let resource = Error::resource(resource);
+        move |source| Error::Read { what, resource, source: Box::new(source) }
     };
     let released = |note: String| async move {
         publish::event(ctx, resource, EventType::Normal, "Released", "Delete", note).await;
@@ -364,7 +310,7 @@ async fn cleanup(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Er
         Reach::Missing | Reach::Deleting => {
             released(format!("Cluster {cluster} is gone or going: nothing to delete group {id} from")).await
         }
-        Reach::NotReady(why) => Err(Error::CannotDelete { group: id, why }),
+        Reach::NotReady(why) => Err(Error::CannotDelete { subject: format!("group {id}"), why }),
         Reach::Ready { admin, .. } => match admin.delete_group(&id).await {
             Ok(existed) => {
                 ctx.metrics.step("ConsumerGroup", "Delete");
@@ -374,8 +320,10 @@ async fn cleanup(resource: &ConsumerGroup, shared: &Shared) -> Result<Action, Er
                 Ok(Action::await_change())
             }
             Err(e) => match e.refusal() {
-                Some(status) => Err(Error::CannotDelete { group: id, why: status.message().to_string() }),
-                None => Err(Error::Admin { group: id, source: Box::new(e) }),
+                Some(status) => {
+                    Err(Error::CannotDelete { subject: format!("group {id}"), why: status.message().to_string() })
+                }
+                None => Err(Error::Admin { subject: format!("group {id}"), source: Box::new(e) }),
             },
         },
     }

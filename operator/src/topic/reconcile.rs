@@ -7,10 +7,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
 use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
@@ -37,73 +36,18 @@ pub struct Shared {
     pub waits: Failures,
 }
 
-/// A reconcile that failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the Topic has no namespace")]
-    NoNamespace,
-    #[error("reading {what} for Topic {topic}")]
-    Read {
-        what: &'static str,
-        topic: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-    #[error("admin call for topic {topic}")]
-    Admin {
-        topic: String,
-        #[source]
-        source: Box<AdminError>,
-    },
-    #[error("deleting topic {topic}: {why}")]
-    CannotDelete { topic: String, why: String },
-    #[error("writing the status of Topic {topic}")]
-    Status {
-        topic: String,
-        #[source]
-        source: Box<kube::Error>,
-    },
-}
-
-impl Error {
-    pub fn label(&self) -> &'static str {
-        match self {
-            Error::NoNamespace => "NoNamespace",
-            Error::Read { .. } => "Read",
-            Error::Admin { .. } => "Admin",
-            Error::CannotDelete { .. } => "CannotDelete",
-            Error::Status { .. } => "Status",
-        }
-    }
-}
-
-pub type ReconcileError = kube::runtime::finalizer::Error<Error>;
+pub use crate::finalized::{Error, ReconcileError};
 
 /// The controller's entry point.
 pub async fn reconcile(topic: Arc<Topic>, shared: Arc<Shared>) -> Result<Action, ReconcileError> {
-    let timer = shared.ctx.metrics.reconcile("Topic");
-    let namespace = topic.namespace().unwrap_or_default();
     let cluster = topic.spec.cluster_ref.name.clone();
-    let api: Api<Topic> = Api::namespaced(shared.ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, topic, |event| async {
+    crate::finalized::run(&shared.ctx, FINALIZER, topic, &cluster, |event| async {
         match event {
             Finalizer::Apply(topic) => apply(&topic, &shared).await,
             Finalizer::Cleanup(topic) => cleanup(&topic, &shared).await,
         }
     })
-    .await;
-    if let Err(kube::runtime::finalizer::Error::ApplyFailed(Error::Admin { .. }))
-    | Err(kube::runtime::finalizer::Error::CleanupFailed(Error::Admin { .. })) = &result
-    {
-        crate::cluster_ref::forget(&shared.ctx, &namespace, &cluster);
-    }
-    timer.done(result.as_ref().err().map(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
-            e.label()
-        }
-        _ => "Finalizer",
-    }));
-    result
+    .await
 }
 
 async fn apply(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
@@ -129,8 +73,8 @@ async fn apply(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
     }
     let cluster = &topic.spec.cluster_ref.name;
     let read = |what| {
-        let topic = topic.name_any();
-        move |source| Error::Read { what, topic, source: Box::new(source) }
+        let topic = Error::resource(topic);
+        move |source| Error::Read { what, resource: topic, source: Box::new(source) }
     };
     let admin = match reach(ctx, &namespace, cluster).await.map_err(read("its Cluster"))? {
         Reach::Ready { admin, .. } => admin,
@@ -149,7 +93,7 @@ async fn apply(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
     };
     shared.waits.succeeded(&key);
 
-    let failed = |source| Error::Admin { topic: name.clone(), source: Box::new(source) };
+    let failed = |source| Error::Admin { subject: format!("topic {name}"), source: Box::new(source) };
     let observed = admin.topic(&name).await.map_err(failed)?;
     let existed = observed.is_some();
     let (after, refused) = match change(ctx, topic, &admin, &name, &previous, observed.as_ref()).await {
@@ -255,7 +199,7 @@ async fn finish(
     let namespace = topic.namespace().unwrap_or_default();
     publish::status::<Topic, _>(ctx, &namespace, &topic.name_any(), previous, &next)
         .await
-        .map_err(|source| Error::Status { topic: topic.name_any(), source: Box::new(source) })
+        .map_err(|source| Error::Status { resource: Error::resource(topic), source: Box::new(source) })
 }
 
 /// `kubectl delete topic`: deletes the Kafka topic unless `deletionPolicy: Retain`, another
@@ -269,8 +213,8 @@ async fn cleanup(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
     let name = kafka_name(topic);
     let cluster = &topic.spec.cluster_ref.name;
     let read = |what| {
-        let topic = topic.name_any();
-        move |source| Error::Read { what, topic, source: Box::new(source) }
+        let topic = Error::resource(topic);
+        move |source| Error::Read { what, resource: topic, source: Box::new(source) }
     };
     let note = |n: String| async move {
         publish::event(ctx, topic, EventType::Normal, "Released", "Delete", n).await;
@@ -293,9 +237,9 @@ async fn cleanup(topic: &Topic, shared: &Shared) -> Result<Action, Error> {
         Reach::Missing | Reach::Deleting => {
             note(format!("Cluster {cluster} is gone or going: nothing to delete topic {name} from")).await
         }
-        Reach::NotReady(why) => Err(Error::CannotDelete { topic: name, why }),
+        Reach::NotReady(why) => Err(Error::CannotDelete { subject: format!("topic {name}"), why }),
         Reach::Ready { admin, .. } => {
-            let failed = |e| Error::Admin { topic: name.clone(), source: Box::new(e) };
+            let failed = |e| Error::Admin { subject: format!("topic {name}"), source: Box::new(e) };
             if let Some(now) = admin.topic(&name).await.map_err(failed)?.filter(|now| now.id != id) {
                 let n =
                     format!("topic {name} is not the one this Topic had (id {} now, {id} before): left alone", now.id);
