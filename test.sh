@@ -23,6 +23,9 @@ if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
 fi
 
 step "building (release profile: the tests drive real brokers under load)"
+# What ships (strom, strom-operator) through the script the Dockerfile's build stage runs too;
+# then the test tools (strom-load, the sandbox, ...).
+bash scripts/release-build.sh
 cargo build --release --workspace --bins
 # the LD_PRELOAD shim the power-cut tests preload into the processes they cut (e2e/powercut)
 cargo build --release -p strom-powercut
@@ -47,8 +50,9 @@ bash e2e/kafka/kafka.sh home
 # The Kubernetes control plane of e2e/tests/k8s_*.rs: etcd, kube-apiserver,
 # kube-controller-manager and kubectl built from Go modules, once per machine (cached by
 # version under STROM_CACHE_DIR; a fresh machine downloads and compiles for a while).
-step "Kubernetes control plane (built once per machine)"
+step "Kubernetes control plane and helm (built once per machine)"
 bash e2e/k8s/controlplane/build.sh
+bash e2e/k8s/helm/build.sh
 
 step "cargo test -p e2e (real strom processes, librdkafka clients; one test at a time)"
 export STROM_BIN="$PWD/target/release/strom"
@@ -56,3 +60,6 @@ cargo test --release -p e2e -- --test-threads=1
 
 step "e2e/scripts/clients.sh (kcat and kafka-python against a real broker)"
 bash e2e/scripts/clients.sh
+
+step "e2e/scripts/dockerfile.sh (the Dockerfile, with the official parser)"
+bash e2e/scripts/dockerfile.sh

@@ -35,16 +35,9 @@ if ! command -v kcat >/dev/null 2>&1; then
   echo "installing kcat"
   apt-get update -qq && apt-get install -y -qq kcat >/dev/null
 fi
-if [[ ! -x "$VENV/bin/pip" ]]; then
-  echo "creating $VENV"
-  # Debian's python3 cannot make a venv (it has no ensurepip) without python3-venv; the failed
-  # attempt leaves a venv without pip behind, hence --clear on the second one.
-  if ! python3 -m venv "$VENV"; then
-    echo "installing python3-venv"
-    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv --clear "$VENV"
-  fi
-fi
+# shellcheck source=venv.sh
+source "$SCRIPTS/venv.sh"
+ensure_venv
 # kafka-python at the pinned version, and every codec by kafka.codec's own checks (python-snappy
 # provides `snappy`, lz4 `lz4.frame`, zstandard `zstandard`).
 venv_ready() {

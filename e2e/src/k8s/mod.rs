@@ -6,10 +6,11 @@
 //! names and those of the Services selecting it in `/etc/hosts` ([`hosts`], [`services`]).
 //! The operator under test: [`operator`] runs `strom-operator` as a process against a control
 //! plane; [`operated`] is a Cluster applied with kubectl and reconciled by it, with what the
-//! operator's tests share.
+//! operator's tests share. [`helm`] is the real Helm CLI and the chart.
 
 pub mod container;
 pub mod controlplane;
+pub mod helm;
 pub mod hosts;
 pub mod kubelet;
 pub mod operated;

@@ -42,6 +42,19 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// Starts `strom-operator run` for `namespace` as `identity`, with `extra` flags.
     pub fn start(plane: &ControlPlane, namespace: &str, identity: &str, extra: &[&str]) -> Result<OperatorProcess> {
+        Self::start_as(plane, namespace, namespace, identity, extra, plane.kubeconfig())
+    }
+
+    /// As [`OperatorProcess::start`], with the Lease in `lease_namespace` and the credentials
+    /// of `kubeconfig` (a ServiceAccount's token, so that its RBAC applies).
+    pub fn start_as(
+        plane: &ControlPlane,
+        namespace: &str,
+        lease_namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        kubeconfig: &Path,
+    ) -> Result<OperatorProcess> {
         let bin = operator_bin()?;
         let [http] = free_local_addrs::<1>()?;
         let log = plane.dir().join(format!("operator-{namespace}-{identity}.log"));
@@ -53,12 +66,12 @@ impl OperatorProcess {
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .arg(format!("--namespace={namespace}"))
-            .arg(format!("--lease-namespace={namespace}"))
+            .arg(format!("--lease-namespace={lease_namespace}"))
             .arg(format!("--identity={identity}"))
             .arg(format!("--http-listen={http}"))
             .arg("--lease-duration-seconds=6")
             .args(extra)
-            .env("KUBECONFIG", plane.kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", std::env::var("STROM_E2E_OPERATOR_LOG").unwrap_or_else(|_| "info,operator=debug".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone()?))

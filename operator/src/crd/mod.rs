@@ -22,7 +22,16 @@ pub struct ClusterRef {
 
 /// Every CRD the operator serves, in the order `crds/` lists them.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![cluster::Cluster::crd(), topic::Topic::crd(), group::ConsumerGroup::crd()]
+    let mut crds = vec![cluster::Cluster::crd(), topic::Topic::crd(), group::ConsumerGroup::crd()];
+    // kube-derive writes `shortNames: []` for a kind without any; an empty list set by one
+    // field manager conflicts with another's server-side apply of the same CRD (Helm 4
+    // installs a chart's CRDs that way, the operator applies them at start), so leave it out.
+    for crd in &mut crds {
+        if crd.spec.names.short_names.as_ref().is_some_and(Vec::is_empty) {
+            crd.spec.names.short_names = None;
+        }
+    }
+    crds
 }
 
 /// The CRDs as one multi-document YAML stream, as `strom-operator crds` prints it and
