@@ -6,7 +6,7 @@
 #   docker build --build-arg RUST_IMAGE=registry.example/rust:1.95-bookworm \
 #                --build-arg RUNTIME_IMAGE=registry.example/distroless/cc-debian12:nonroot -t strom:dev .
 #
-# The build stage runs scripts/release-build.sh, the same release build CI runs (test.sh).
+# The build stage runs scripts/release-build.sh, the release build CI runs too (test.sh).
 # docs/packaging.md: loading the image into kind or k3d, and what the runtime stage holds.
 
 # Base images are build arguments so that air-gapped users can point them at their own
