@@ -5,21 +5,27 @@
 //! Cluster Ready and manage Topics without one 403, and refuses what the operator does not
 //! do; `helm uninstall` removes the operator and leaves Clusters and their data alone.
 //!
-//! The operator runs as a process holding the chart's ServiceAccount token (the API server
-//! enforces the chart's RBAC on every call); running the chart's Deployment itself as a pod
-//! with in-cluster configuration is the pod runner's next step (docs/packaging.md).
+//! The operator is the chart's Deployment, run by the pod runner as a pod with in-cluster
+//! configuration: the token of the chart's ServiceAccount at the fixed path, the API server
+//! as `KUBERNETES_SERVICE_HOST`, so the API server enforces the chart's RBAC on every call.
+//! `helm upgrade` to a chart whose CRD gained a field makes the field usable: the new
+//! operator pod applies its CRDs at start (Helm never upgrades a chart's `crds/`).
 
 #![allow(clippy::unwrap_used)]
 
 use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::{ensure, Context, Result};
+use e2e::clients;
 use e2e::k8s::controlplane::ControlPlane;
 use e2e::k8s::helm::{chart_dir, Helm};
-use e2e::k8s::kubelet::PodRunner;
-use e2e::k8s::operated::{Operated, FORM};
-use e2e::k8s::operator::OperatorProcess;
+use e2e::k8s::kubelet::{wait_for, PodRunner};
+use e2e::k8s::operated::{refused, Operated, FORM};
+use e2e::k8s::operator::operator_bin;
+use serde_json::Value;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -93,84 +99,251 @@ fn the_chart_lints_clean_and_renders_what_the_api_server_accepts() {
         if !extra.is_empty() {
             assert!(rendered.contains("kind: ServiceMonitor") && rendered.contains("kind: Cluster\n"), "{rendered}");
         }
+        assert!(rendered.contains("customresourcedefinitions"), "{rendered}");
         let objects = without_kind(&rendered, "ServiceMonitor");
         let run = plane.kubectl_with_input(&["-n", &ns, "apply", "--dry-run=server", "-f", "-"], &objects).unwrap();
         assert_eq!(run.code, 0, "the API server refused what the chart renders: {run:?}\n{objects}");
     }
 }
 
-#[test]
-fn the_operator_with_the_charts_service_account_does_its_work_and_nothing_more() {
-    let _one = one_at_a_time();
-    // The chart installed with the real helm into its own namespace (its Deployment's pod
-    // stays Pending: no runner runs that namespace).
-    let plane = ControlPlane::shared().unwrap();
-    let release_ns = plane.namespace("strom-system").unwrap();
-    let helm = Helm::against(plane).unwrap();
-    let chart = chart_dir().display().to_string();
-    helm.ok(&["install", "strom", &chart, "--namespace", &release_ns, "--wait=false"]).unwrap();
-    let sa = format!("system:serviceaccount:{release_ns}:strom-operator");
 
-    // Least privilege, as the API server answers it.
-    for (verb, what, ns, allowed) in [
-        ("patch", "statefulsets.apps", "default", "yes"),
-        ("delete", "pods", "default", "yes"),
-        ("patch", "topics.strom.dev", "default", "yes"),
-        ("delete", "secrets", "default", "no"),
-        ("get", "secrets", "default", "no"),
-        ("delete", "statefulsets.apps", "default", "no"),
+#[test]
+fn installing_the_chart_without_crd_rights_leaves_them_out_of_the_cluster_role() {
+    let _one = one_at_a_time();
+    let plane = ControlPlane::shared().unwrap();
+    let helm = Helm::offline(&plane.dir().join("helm-offline")).unwrap();
+    let chart = chart_dir().display().to_string();
+    let rendered = helm.ok(&["template", "strom", &chart, "--set", "operator.installCrds=false"]).unwrap();
+    assert!(!rendered.contains("customresourcedefinitions"), "{rendered}");
+    assert!(rendered.contains("name: STROM_OPERATOR_INSTALL_CRDS\n              value: \"false\""), "{rendered}");
+}
+
+/// `crds/strom.dev.yaml` as the release before this one had it: the Topic CRD without
+/// `spec.config` (JSON documents, which are YAML).
+fn crds_without_topic_config(plane: &ControlPlane) -> Result<String> {
+    let crds = chart_dir().join("crds/strom.dev.yaml").display().to_string();
+    // kubectl prints one JSON document per CRD.
+    let printed = plane.kubectl_ok(&["create", "--dry-run=client", "-o", "json", "-f", &crds])?;
+    let mut docs = Vec::new();
+    for crd in serde_json::Deserializer::from_str(&printed).into_iter::<Value>() {
+        let mut crd = crd.context("kubectl's JSON")?;
+        if crd["metadata"]["name"] == "topics.strom.dev" {
+            let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+            ensure!(spec.as_object_mut().and_then(|p| p.remove("config")).is_some(), "no spec.config in {spec}");
+        }
+        docs.push(serde_json::to_string_pretty(&crd)?);
+    }
+    ensure!(docs.len() == 3, "{} CRDs in {crds}", docs.len());
+    Ok(docs.join("\n---\n"))
+}
+
+/// A copy of the chart as the release before this one shipped it: `crds` in its `crds/`.
+fn earlier_chart(dir: &Path, crds: &str) -> Result<PathBuf> {
+    fn copy(from: &Path, to: &Path) -> Result<()> {
+        fs::create_dir_all(to)?;
+        for entry in fs::read_dir(from)? {
+            let entry = entry?;
+            let target = to.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy(&entry.path(), &target)?;
+            } else {
+                fs::copy(entry.path(), &target)?;
+            }
+        }
+        Ok(())
+    }
+    let chart = dir.join("chart-earlier");
+    let _ = fs::remove_dir_all(&chart);
+    copy(&chart_dir(), &chart)?;
+    fs::write(chart.join("crds/strom.dev.yaml"), crds)?;
+    Ok(chart)
+}
+
+/// The log lines of every operator pod the runner ran that show a refusal by the API server.
+fn refusals(runner: &PodRunner) -> Vec<String> {
+    runner
+        .observed()
+        .starts
+        .keys()
+        .flat_map(|pod| {
+            runner
+                .pod_log_tail(pod, usize::MAX)
+                .lines()
+                .filter(|l| l.contains("403") || l.contains("forbidden") || l.contains("Forbidden"))
+                .map(|l| format!("{pod}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The operator pods running and ready: (name, pid).
+fn operator_pods(runner: &PodRunner) -> Vec<(String, u32)> {
+    runner
+        .observed()
+        .running
+        .into_iter()
+        .filter(|(name, p)| name.starts_with("strom-operator-") && p.ready)
+        .map(|(name, p)| (name, p.pid))
+        .collect()
+}
+
+fn round_trip(bootstrap: &str, topic: &str, records: usize) -> Result<()> {
+    let values: Vec<(i32, String)> =
+        (0..records).map(|i| (i32::try_from(i % 3).unwrap_or(0), format!("{topic}-{i}"))).collect();
+    clients::produce_to_partitions(bootstrap, topic, &values)?;
+    let got = clients::consume_n(bootstrap, topic, records, Duration::from_secs(60))?;
+    ensure!(got.len() == records, "{} of {records} records read back from {topic}", got.len());
+    Ok(())
+}
+
+fn can_i(plane: &ControlPlane, sa: &str, verb: &str, what: &str, ns: &str) -> String {
+    let mut args = vec!["auth", "can-i", verb, what, "--as", sa];
+    if !ns.is_empty() {
+        args.extend(["-n", ns]);
+    }
+    plane.kubectl(&args).map(|r| r.stdout.trim().to_string()).unwrap_or_default()
+}
+
+#[test]
+fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_and_uninstall_keep_the_data() {
+    let _one = one_at_a_time();
+    let plane = ControlPlane::shared().unwrap();
+    let helm = Helm::against(plane).unwrap();
+
+    // The cluster as the release before this one left it: its CRDs, in which Topics have no
+    // spec.config yet, and (in the chart installed first) an operator that does not apply CRDs.
+    let old_crds = crds_without_topic_config(plane).unwrap();
+    let applied = plane.kubectl_with_input(&["apply", "--server-side", "--force-conflicts", "-f", "-"], &old_crds).unwrap();
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let earlier = earlier_chart(plane.dir(), &old_crds).unwrap();
+
+    // The operator's namespace and the Cluster's, each with a pod runner (a node) of its own.
+    let release_ns = plane.namespace("strom-system").unwrap();
+    let ns = plane.namespace("streaming").unwrap();
+    let operator = operator_bin().unwrap();
+    let strom = e2e::broker::strom_bin().unwrap();
+    let ops = PodRunner::start(plane, &release_ns, &[("strom-operator", operator.as_path())]).unwrap();
+    let brokers = PodRunner::start(plane, &ns, &[("strom", strom.as_path())]).unwrap();
+    let c = Operated { plane, ns: ns.clone(), runner: brokers, operators: vec![], name: "my-cluster".into() };
+    let sa = format!("system:serviceaccount:{release_ns}:strom-operator");
+    let common = [format!("operator.watchNamespace={ns}"), "operator.resyncSeconds=5".to_string()];
+    let helm_args = |verb: &'static str, chart: String, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [verb, "strom", &chart, "--namespace", &release_ns, "--wait", "--timeout", "3m"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for set in common.iter().map(String::as_str).chain(extra.iter().copied()) {
+            args.extend(["--set".to_string(), set.to_string()]);
+        }
+        args
+    };
+    let helm_ok = |args: Vec<String>| helm.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // helm install --wait: the operator's pod is Ready under its ServiceAccount, holding the
+    // Lease it took through the API server with the pod's own token.
+    let t0 = Instant::now();
+    helm_ok(helm_args("install", earlier.display().to_string(), &["operator.installCrds=false"])).unwrap();
+    let operator_ready = t0.elapsed();
+    let pods = operator_pods(&ops);
+    assert_eq!(pods.len(), 1, "{:?}\n{}", ops.observed(), ops.log_tail(20));
+    let (pod, _) = &pods[0];
+    let spec = plane.kubectl_ok(&["-n", &release_ns, "get", "pod", pod, "-o", "jsonpath={.spec.serviceAccountName}"]).unwrap();
+    assert_eq!(spec, "strom-operator");
+    wait_for(&ops, Duration::from_secs(60), "the operator pod holds the Lease", || {
+        let holder = plane.kubectl_ok(&[
+            "-n", &release_ns, "get", "lease", "strom-operator", "-o", "jsonpath={.spec.holderIdentity}",
+        ])?;
+        ensure!(&holder == pod, "holder {holder:?}, not {pod}");
+        Ok(())
+    })
+    .unwrap();
+
+    // The example Cluster, as a user applies it, to Ready; a Kafka client round-trips.
+    let example = chart_dir().join("../../examples/cluster.yaml").display().to_string();
+    plane.kubectl_ok(&["-n", &ns, "apply", "-f", &example]).unwrap();
+    c.wait_ready(3, FORM).unwrap();
+    let cluster_ready = t0.elapsed();
+    println!("helm install -> operator Ready {operator_ready:?} -> example Cluster Ready {cluster_ready:?}");
+    let bootstrap = c.bootstrap().unwrap();
+    // Replication factor 3: the example's min.insync.replicas is 2.
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&admin, "before-upgrade", 3, 3, &[]).unwrap().unwrap();
+    round_trip(&bootstrap, "before-upgrade", 300).unwrap();
+
+    // Least privilege, as the API server answers it: no CRD rights without installCrds.
+    for (verb, what, where_, allowed) in [
+        ("patch", "statefulsets.apps", ns.as_str(), "yes"),
+        ("delete", "pods", ns.as_str(), "yes"),
+        ("patch", "topics.strom.dev", ns.as_str(), "yes"),
+        ("delete", "secrets", ns.as_str(), "no"),
+        ("get", "secrets", ns.as_str(), "no"),
+        ("delete", "statefulsets.apps", ns.as_str(), "no"),
+        ("patch", "customresourcedefinitions.apiextensions.k8s.io", "", "no"),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io", "", "no"),
         ("update", "leases.coordination.k8s.io", release_ns.as_str(), "yes"),
-        ("update", "leases.coordination.k8s.io", "default", "no"),
+        ("update", "leases.coordination.k8s.io", ns.as_str(), "no"),
     ] {
-        let mut args = vec!["auth", "can-i", verb, what, "--as", sa.as_str()];
-        if !ns.is_empty() {
-            args.extend(["-n", ns]);
-        }
-        let run = plane.kubectl(&args).unwrap();
-        assert_eq!(run.stdout.trim(), allowed, "can {sa} {verb} {what} in {ns:?}? {run:?}");
+        assert_eq!(can_i(plane, &sa, verb, what, where_), allowed, "can {sa} {verb} {what} in {where_:?}?");
     }
 
-    // The operator with that ServiceAccount's token: a Cluster to Ready, a Topic created.
-    let token = plane.kubectl_ok(&["-n", &release_ns, "create", "token", "strom-operator", "--duration=2h"]).unwrap();
-    let admin = fs::read_to_string(plane.kubeconfig()).unwrap();
-    let ca = admin.lines().find_map(|l| l.trim().strip_prefix("certificate-authority: ")).unwrap().to_string();
-    let kubeconfig = plane.dir().join(format!("sa-{release_ns}.kubeconfig"));
-    fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority: {ca}\n\
-             users:\n- name: sa\n  user:\n    token: {}\ncontexts:\n- name: sa\n  context:\n    cluster: e2e\n    user: sa\n\
-             current-context: sa\n",
-            plane.server(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    let ns = plane.namespace("op-chart").unwrap();
-    let runner = PodRunner::start(plane, &ns, &[("strom", e2e::broker::strom_bin().unwrap().as_path())]).unwrap();
-    let operator =
-        OperatorProcess::start_as(plane, &ns, &release_ns, "op-sa", &["--resync-seconds=5"], &kubeconfig).unwrap();
-    let c = Operated { plane, ns: ns.clone(), runner, operators: vec![operator], name: "events".into() };
-    c.apply_cluster(3, 3, "").unwrap();
-    c.wait_ready(3, FORM).unwrap();
-    let topic = "apiVersion: strom.dev/v1alpha1\nkind: Topic\nmetadata:\n  name: orders\nspec:\n  clusterRef:\n    name: events\n  \
-                 partitions: 3\n  replicationFactor: 3\n";
-    let applied = plane.kubectl_with_input(&["-n", &ns, "apply", "-f", "-"], topic).unwrap();
-    assert_eq!(applied.code, 0, "{applied:?}");
-    c.wait_condition("topic", "orders", true, Some("InSync"), Duration::from_secs(60)).unwrap();
-    let log = fs::read_to_string(c.operators[0].log_path()).unwrap();
-    let refused: Vec<&str> = log.lines().filter(|l| l.contains("403") || l.contains("forbidden")).collect();
-    assert!(refused.is_empty(), "the operator was refused by the chart's RBAC:\n{}", refused.join("\n"));
+    // The earlier CRD has no spec.config for Topics: a strict apply of the example is refused.
+    let topics = chart_dir().join("../../examples/topics.yaml").display().to_string();
+    let strict = plane.kubectl(&["-n", &ns, "apply", "--validate=strict", "-f", &topics]).unwrap();
+    refused(&strict, "spec.config").unwrap();
 
-    // helm uninstall removes the operator's objects and leaves the Cluster and its brokers.
+    // helm upgrade to this chart: the new operator pod applies its CRDs at start, and the
+    // field is usable: accepted, stored, acted on.
+    helm_ok(helm_args("upgrade", chart_dir().display().to_string(), &[])).unwrap();
+    assert_eq!(can_i(plane, &sa, "patch", "customresourcedefinitions.apiextensions.k8s.io", ""), "yes");
+    wait_for(&ops, Duration::from_secs(60), "the Topic CRD upgraded by the operator", || {
+        let crd: Value = serde_json::from_str(&plane.kubectl_ok(&["get", "crd", "topics.strom.dev", "-o", "json", "--show-managed-fields"])?)?;
+        let config = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["config"];
+        ensure!(!config.is_null(), "no spec.config yet");
+        let managers: Vec<&str> = crd["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["manager"].as_str())
+            .collect();
+        ensure!(managers.contains(&"strom-operator"), "managers {managers:?}");
+        Ok(())
+    })
+    .unwrap();
+    let new_pods = operator_pods(&ops);
+    assert!(new_pods.len() == 1 && new_pods[0].0 != *pod, "the upgrade rolled the operator: {new_pods:?}");
+    let applied = plane.kubectl(&["-n", &ns, "apply", "--validate=strict", "-f", &topics]).unwrap();
+    assert_eq!(applied.code, 0, "{applied:?}");
+    c.wait_condition("topic", "orders", true, Some("InSync"), Duration::from_secs(90)).unwrap();
+    let configs = clients::topic_configs(&bootstrap, "orders").unwrap();
+    assert_eq!(configs.get("retention.ms").map(String::as_str), Some("604800000"), "{configs:?}");
+    let before = clients::consume_n(&bootstrap, "before-upgrade", 300, Duration::from_secs(60)).unwrap();
+    assert_eq!(before.len(), 300, "records acknowledged before the upgrade");
+
+    let refused_calls = refusals(&ops);
+    assert!(refused_calls.is_empty(), "the API server refused the operator:\n{}", refused_calls.join("\n"));
+
+    // helm uninstall: the operator goes; the Cluster, its brokers (the same processes) and
+    // their records stay.
+    let broker_pids: Vec<u32> = c.runner.observed().running.values().map(|p| p.pid).collect();
     helm.ok(&["uninstall", "strom", "--namespace", &release_ns, "--wait"]).unwrap();
+    wait_for(&ops, Duration::from_secs(60), "the operator pod stopped", || {
+        let running = ops.observed().running;
+        ensure!(running.is_empty(), "still running: {running:?}");
+        Ok(())
+    })
+    .unwrap();
     let left = plane.kubectl_ok(&["-n", &release_ns, "get", "deployments,serviceaccounts", "-o", "name"]).unwrap();
     assert!(!left.contains("strom-operator"), "{left}");
     let role = plane.kubectl(&["get", "clusterrole", "strom-operator"]).unwrap();
     assert!(role.code != 0, "the ClusterRole stayed: {role:?}");
-    assert!(c.kubectl(&["get", "cluster", "events", "-o", "name"]).unwrap().contains("events"));
-    assert!(c.kubectl(&["get", "statefulset", "events-broker", "-o", "name"]).unwrap().contains("events-broker"));
+    assert!(c.kubectl(&["get", "cluster", "my-cluster", "-o", "name"]).unwrap().contains("my-cluster"));
+    assert!(c.kubectl(&["get", "topic", "orders", "-o", "name"]).unwrap().contains("orders"));
     let crd = plane.kubectl(&["get", "crd", "clusters.strom.dev", "-o", "name"]).unwrap();
     assert_eq!(crd.code, 0, "the CRDs stay: {crd:?}");
+    let after: Vec<u32> = c.runner.observed().running.values().map(|p| p.pid).collect();
+    assert_eq!(after, broker_pids, "the brokers were restarted by the uninstall");
+    let kept = clients::consume_n(&bootstrap, "before-upgrade", 300, Duration::from_secs(60)).unwrap();
+    assert_eq!(kept.len(), 300, "records after the uninstall");
+    clients::create_topic_with(&admin, "after-uninstall", 3, 3, &[]).unwrap().unwrap();
+    round_trip(&bootstrap, "after-uninstall", 30).unwrap();
 }

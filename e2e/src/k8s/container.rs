@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
 use super::controlplane::die_with_parent;
+use super::mountns;
 use super::podspec::Launch;
 use super::probes::Probes;
 
@@ -68,8 +69,10 @@ impl PodProcess {
     }
 
     /// Starts the process, the `n`th for its pod name, with `bin` standing in for the
-    /// program; its output is appended to `logs/<pod>.log` under `dir`. The new pid.
-    pub fn spawn(&mut self, n: usize, bin: &Path, dir: &Path) -> Result<u32> {
+    /// program and `kubelet_env` (what the kubelet gives every container, such as
+    /// `KUBERNETES_SERVICE_HOST`) under the container's own env; its output is appended to
+    /// `logs/<pod>.log` under `dir`. The new pid.
+    pub fn spawn(&mut self, n: usize, bin: &Path, dir: &Path, kubelet_env: &[(String, String)]) -> Result<u32> {
         let l = &self.launch;
         let log_path = dir.join("logs").join(format!("{}.log", self.name));
         let mut out = fs::OpenOptions::new()
@@ -97,12 +100,15 @@ impl PodProcess {
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOSTNAME", &self.name)
+            .env("HOME", &work)
+            .envs(kubelet_env.iter().map(|(k, v)| (k, v)))
             .envs(l.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&work)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone()?))
             .stderr(Stdio::from(out));
         die_with_parent(&mut cmd);
+        mountns::bind_in_own_namespace(&mut cmd, &mountns::binds(&l.mounts))?;
         let child = cmd.spawn().with_context(|| format!("spawn {}", bin.display()))?;
         let pid = child.id();
         self.child = Some(child);

@@ -10,7 +10,10 @@
 //!   pod keeps its address), fetches the ConfigMaps and Secrets it refers to, writes its
 //!   volumes' files ([`super::volumes`]), publishes its DNS names ([`super::hosts`]), starts
 //!   the container's command ([`super::podspec`]; `command[0]` mapped to a local binary),
-//!   runs its probes ([`super::probes`]), restarts the process when it exits or fails its
+//!   with `KUBERNETES_SERVICE_HOST`/`PORT` naming the API server and its ServiceAccount
+//!   directory bound at the fixed path in a mount namespace of its own ([`super::mountns`]),
+//!   so in-cluster clients work under the pod's ServiceAccount, runs its probes
+//!   ([`super::probes`]), restarts the process when it exits or fails its
 //!   liveness probe (restartPolicy Always), and reports phase, pod IP, container status and
 //!   the Ready condition on the pod's status ([`super::container`]); a pod that cannot start
 //!   yet (a ConfigMap not there) is retried every 2 s;
@@ -111,6 +114,7 @@ impl PodRunner {
             node: node.clone(),
             dir: dir.clone(),
             commands: commands.iter().map(|(c, p)| (c.to_string(), p.to_path_buf())).collect(),
+            service_env: service_env(plane.server())?,
             pods: BTreeMap::new(),
             ips: BTreeMap::new(),
             failed: BTreeMap::new(),
@@ -214,6 +218,8 @@ struct Kubelet {
     node: String,
     dir: PathBuf,
     commands: BTreeMap<String, PathBuf>,
+    /// What every container gets: the `kubernetes` Service's address (the API server).
+    service_env: Vec<(String, String)>,
     /// Pods this runner started, by uid.
     pods: BTreeMap<String, PodProcess>,
     ips: BTreeMap<String, Ipv4Addr>,
@@ -464,7 +470,7 @@ impl Kubelet {
             local.restarts += 1;
             let n = count_start(&self.observed, name);
             let bin = container::binary(&self.commands, &local.launch)?;
-            let pid = local.spawn(n, bin, &self.dir)?;
+            let pid = local.spawn(n, bin, &self.dir, &self.service_env)?;
             self.log.line(&format!("pod {name}: restarted, pid {pid}"));
         }
         if local.killing.is_none() {
@@ -509,7 +515,7 @@ impl Kubelet {
         hosts::publish(Owner::Pod(uid.to_string()), ip, dns_names(pod, name, &self.namespace))?;
         let mut local = PodProcess::new(name, ip, launch);
         let n = count_start(&self.observed, name);
-        let pid = local.spawn(n, &bin, &self.dir)?;
+        let pid = local.spawn(n, &bin, &self.dir, &self.service_env)?;
         self.log.line(&format!(
             "pod {name}: started pid {pid} at {ip} ({} {})",
             bin.display(),
@@ -755,6 +761,23 @@ impl Kubelet {
         let _ = nodes.delete(&self.node, &DeleteParams::default()).await;
         self.log.line("stopped");
     }
+}
+
+/// The variables the kubelet sets in every container for the `kubernetes` Service, which
+/// in-cluster clients use to reach the API server: here the API server itself, `server`
+/// being `https://<ip>:<port>` (its certificate names the IP).
+fn service_env(server: &str) -> Result<Vec<(String, String)>> {
+    let addr: std::net::SocketAddr = server
+        .strip_prefix("https://")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| anyhow!("the API server's address {server:?} is not https://<ip>:<port>"))?;
+    let (host, port) = (addr.ip().to_string(), addr.port().to_string());
+    Ok(vec![
+        ("KUBERNETES_SERVICE_HOST".into(), host.clone()),
+        ("KUBERNETES_SERVICE_PORT".into(), port.clone()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.clone()),
+        ("KUBERNETES_PORT".into(), format!("tcp://{host}:{port}")),
+    ])
 }
 
 fn claims_of(pod: &Pod) -> Vec<String> {
