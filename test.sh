@@ -54,6 +54,12 @@ step "Kubernetes control plane and helm (built once per machine)"
 bash e2e/k8s/controlplane/build.sh
 bash e2e/k8s/helm/build.sh
 
+# kcat: the Kafka client pods of the Kubernetes suite (k8s_real_cluster.rs) and clients.sh.
+if ! command -v kcat >/dev/null 2>&1; then
+  step "installing kcat"
+  apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+fi
+
 step "cargo test -p e2e (real strom processes, librdkafka clients; one test at a time)"
 export STROM_BIN="$PWD/target/release/strom"
 cargo test --release -p e2e -- --test-threads=1

@@ -106,7 +106,6 @@ fn the_chart_lints_clean_and_renders_what_the_api_server_accepts() {
     }
 }
 
-
 #[test]
 fn installing_the_chart_without_crd_rights_leaves_them_out_of_the_cluster_role() {
     let _one = one_at_a_time();
@@ -213,7 +212,8 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     // The cluster as the release before this one left it: its CRDs, in which Topics have no
     // spec.config yet, and (in the chart installed first) an operator that does not apply CRDs.
     let old_crds = crds_without_topic_config(plane).unwrap();
-    let applied = plane.kubectl_with_input(&["apply", "--server-side", "--force-conflicts", "-f", "-"], &old_crds).unwrap();
+    let applied =
+        plane.kubectl_with_input(&["apply", "--server-side", "--force-conflicts", "-f", "-"], &old_crds).unwrap();
     assert_eq!(applied.code, 0, "{applied:?}");
     let earlier = earlier_chart(plane.dir(), &old_crds).unwrap();
 
@@ -247,11 +247,18 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     let pods = operator_pods(&ops);
     assert_eq!(pods.len(), 1, "{:?}\n{}", ops.observed(), ops.log_tail(20));
     let (pod, _) = &pods[0];
-    let spec = plane.kubectl_ok(&["-n", &release_ns, "get", "pod", pod, "-o", "jsonpath={.spec.serviceAccountName}"]).unwrap();
+    let spec =
+        plane.kubectl_ok(&["-n", &release_ns, "get", "pod", pod, "-o", "jsonpath={.spec.serviceAccountName}"]).unwrap();
     assert_eq!(spec, "strom-operator");
     wait_for(&ops, Duration::from_secs(60), "the operator pod holds the Lease", || {
         let holder = plane.kubectl_ok(&[
-            "-n", &release_ns, "get", "lease", "strom-operator", "-o", "jsonpath={.spec.holderIdentity}",
+            "-n",
+            &release_ns,
+            "get",
+            "lease",
+            "strom-operator",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
         ])?;
         ensure!(&holder == pod, "holder {holder:?}, not {pod}");
         Ok(())
@@ -296,8 +303,16 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     helm_ok(helm_args("upgrade", chart_dir().display().to_string(), &[])).unwrap();
     assert_eq!(can_i(plane, &sa, "patch", "customresourcedefinitions.apiextensions.k8s.io", ""), "yes");
     wait_for(&ops, Duration::from_secs(60), "the Topic CRD upgraded by the operator", || {
-        let crd: Value = serde_json::from_str(&plane.kubectl_ok(&["get", "crd", "topics.strom.dev", "-o", "json", "--show-managed-fields"])?)?;
-        let config = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["config"];
+        let crd: Value = serde_json::from_str(&plane.kubectl_ok(&[
+            "get",
+            "crd",
+            "topics.strom.dev",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])?)?;
+        let config =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["config"];
         ensure!(!config.is_null(), "no spec.config yet");
         let managers: Vec<&str> = crd["metadata"]["managedFields"]
             .as_array()

@@ -34,6 +34,9 @@ pub struct PodProcess {
     /// When to start the process again after it exited (the back-off).
     pub restart_at: Option<Instant>,
     pub last_exit: Option<(i32, Timestamp)>,
+    /// The container exited and its restart policy keeps it stopped: the pod Succeeded (exit
+    /// code 0) or Failed.
+    pub finished: bool,
     /// The probes of the process running now.
     pub probes: Option<Probes>,
     pub ready: bool,
@@ -59,6 +62,7 @@ impl PodProcess {
             restarts: 0,
             restart_at: None,
             last_exit: None,
+            finished: false,
             probes: None,
             ready: false,
             ready_since: now,
@@ -138,7 +142,8 @@ impl PodProcess {
     }
 
     /// Whether the process has exited (reaped, and recorded as the last state with the
-    /// restart scheduled after the back-off); the exit status as text.
+    /// restart scheduled after the back-off, or the pod finished if its restart policy says
+    /// so); the exit status as text.
     pub fn reap(&mut self, now: Instant) -> Result<Option<String>> {
         let Some(child) = self.child.as_mut() else { return Ok(None) };
         let Some(status) = child.try_wait().context("wait for a pod's process")? else { return Ok(None) };
@@ -149,7 +154,11 @@ impl PodProcess {
         self.killing = None;
         self.last_exit = Some((code, Timestamp::now()));
         self.set_ready(false);
-        self.restart_at = Some(now + Duration::from_secs(1 << self.restarts.clamp(0, 3)));
+        if self.launch.restart.restarts(code) {
+            self.restart_at = Some(now + Duration::from_secs(1 << self.restarts.clamp(0, 3)));
+        } else {
+            self.finished = true;
+        }
         Ok(Some(status.to_string()))
     }
 
@@ -166,19 +175,28 @@ impl PodProcess {
         let flag = |b: bool| if b { "True" } else { "False" };
         let running = self.child.is_some();
         let started = running && self.probes.as_ref().is_some_and(Probes::started);
+        let finished = self.last_exit.filter(|_| self.finished);
         let state = if running {
             json!({"running": {"startedAt": t(self.started_at)}})
+        } else if let Some((code, at)) = finished {
+            let reason = if code == 0 { "Completed" } else { "Error" };
+            json!({"terminated": {"exitCode": code, "startedAt": t(self.started_at), "finishedAt": t(at), "reason": reason}})
         } else {
             json!({"waiting": {"reason": if self.terminating.is_some() { "Terminating" } else { "CrashLoopBackOff" }}})
         };
-        let last_state = match self.last_exit {
+        let last_state = match self.last_exit.filter(|_| !self.finished) {
             Some((code, at)) => json!({"terminated": {"exitCode": code, "finishedAt": t(at), "reason": "Error"}}),
             None => json!({}),
         };
         let ip = self.ip.to_string();
         let pid = self.child.as_ref().map_or(0, Child::id);
+        let phase = match finished {
+            Some((0, _)) => "Succeeded",
+            Some(_) => "Failed",
+            None => "Running",
+        };
         json!({"status": {
-            "phase": "Running",
+            "phase": phase,
             "hostIP": host_ip.to_string(), "hostIPs": [{"ip": host_ip.to_string()}],
             "podIP": ip, "podIPs": [{"ip": ip}],
             "startTime": t(self.first_start),

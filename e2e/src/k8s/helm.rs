@@ -52,8 +52,12 @@ impl Helm {
 
     /// helm against `plane`, with its admin kubeconfig.
     pub fn against(plane: &ControlPlane) -> Result<Helm> {
-        let home = plane.dir().join("helm-home");
-        Ok(Helm { bin: helm_bin()?, kubeconfig: Some(plane.kubeconfig().to_path_buf()), home })
+        Self::with_kubeconfig(plane.kubeconfig(), &plane.dir().join("helm-home"))
+    }
+
+    /// helm against whatever cluster `kubeconfig` names (a real one, say).
+    pub fn with_kubeconfig(kubeconfig: &Path, home: &Path) -> Result<Helm> {
+        Ok(Helm { bin: helm_bin()?, kubeconfig: Some(kubeconfig.to_path_buf()), home: home.to_path_buf() })
     }
 
     fn command(&self, args: &[&str]) -> Command {

@@ -14,7 +14,8 @@
 //!   directory bound at the fixed path in a mount namespace of its own ([`super::mountns`]),
 //!   so in-cluster clients work under the pod's ServiceAccount, runs its probes
 //!   ([`super::probes`]), restarts the process when it exits or fails its
-//!   liveness probe (restartPolicy Always), and reports phase, pod IP, container status and
+//!   liveness probe (as its restartPolicy says: a pod that ends Succeeded or Failed is not
+//!   started again), and reports phase, pod IP, container status and
 //!   the Ready condition on the pod's status ([`super::container`]); a pod that cannot start
 //!   yet (a ConfigMap not there) is retried every 2 s;
 //! - being deleted: SIGTERM, the grace period, SIGKILL, then the final delete with grace 0
@@ -463,7 +464,8 @@ impl Kubelet {
             local.signal(nix::sys::signal::Signal::SIGKILL);
         }
         if let Some(status) = local.reap(now)? {
-            self.log.line(&format!("pod {name}: process exited with {status}; restarting"));
+            let next = if local.finished { "finished (restartPolicy)" } else { "restarting" };
+            self.log.line(&format!("pod {name}: process exited with {status}; {next}"));
         }
         if local.child.is_none() && local.restart_at.is_some_and(|at| now >= at) {
             local.restart_at = None;

@@ -7,7 +7,8 @@
 //! names and those of the Services selecting it in `/etc/hosts` ([`hosts`], [`services`]).
 //! The operator under test: [`operator`] runs `strom-operator` as a process against a control
 //! plane; [`operated`] is a Cluster applied with kubectl and reconciled by it, with what the
-//! operator's tests share. [`helm`] is the real Helm CLI and the chart.
+//! operator's tests share. [`helm`] is the real Helm CLI and the chart; [`suite`] the user's path
+//! (install, examples, scale, restarts) for any cluster kubectl reaches, a real one included.
 
 pub mod container;
 pub mod controlplane;
@@ -20,4 +21,5 @@ pub mod operator;
 pub mod podspec;
 pub mod probes;
 pub mod services;
+pub mod suite;
 pub mod volumes;

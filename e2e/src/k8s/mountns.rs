@@ -62,7 +62,13 @@ pub fn bind_in_own_namespace(cmd: &mut Command, binds: &[(PathBuf, PathBuf)]) ->
                 std::ptr::null(),
             ))?;
             for (source, target) in &paths {
-                check(libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()))?;
+                check(libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
                 check(libc::mount(
                     std::ptr::null(),
                     target.as_ptr(),
@@ -78,6 +84,7 @@ pub fn bind_in_own_namespace(cmd: &mut Command, binds: &[(PathBuf, PathBuf)]) ->
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -34,6 +34,28 @@ pub struct Launch {
     pub readiness: Option<ProbeSpec>,
     /// `terminationGracePeriodSeconds` (30 when unset, as in Kubernetes).
     pub grace: Duration,
+    /// `restartPolicy` (Always when unset).
+    pub restart: RestartPolicy,
+}
+
+/// A pod's `restartPolicy`: whether its container is started again after it exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    #[default]
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl RestartPolicy {
+    /// Whether a container that exited with `code` is started again.
+    pub fn restarts(self, code: i32) -> bool {
+        match self {
+            RestartPolicy::Always => true,
+            RestartPolicy::OnFailure => code != 0,
+            RestartPolicy::Never => false,
+        }
+    }
 }
 
 /// A probe the runner can run, with Kubernetes' defaults filled in.
@@ -215,6 +237,11 @@ pub fn launch(
         readiness: probe("readiness", &c.readiness_probe)?,
         mounts,
         grace: Duration::from_secs(u64::try_from(grace).unwrap_or(0)),
+        restart: match spec.restart_policy.as_deref() {
+            Some("Never") => RestartPolicy::Never,
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            _ => RestartPolicy::Always,
+        },
     })
 }
 

@@ -219,6 +219,7 @@ mod tests {
             liveness,
             readiness,
             grace: Duration::from_secs(30),
+            restart: Default::default(),
         }
     }
 
