@@ -226,7 +226,8 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     let brokers = PodRunner::start(plane, &ns, &[("strom", strom.as_path())]).unwrap();
     let c = Operated { plane, ns: ns.clone(), runner: brokers, operators: vec![], name: "my-cluster".into() };
     let sa = format!("system:serviceaccount:{release_ns}:strom-operator");
-    let common = [format!("operator.watchNamespace={ns}"), "operator.resyncSeconds=5".to_string()];
+    let common =
+        [format!("operator.watchNamespace={ns}"), "operator.resyncSeconds=5".into(), "operator.replicas=2".into()];
     let helm_args = |verb: &'static str, chart: String, extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = [verb, "strom", &chart, "--namespace", &release_ns, "--wait", "--timeout", "3m"]
             .iter()
@@ -239,19 +240,21 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     };
     let helm_ok = |args: Vec<String>| helm.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
 
-    // helm install --wait: the operator's pod is Ready under its ServiceAccount, holding the
-    // Lease it took through the API server with the pod's own token.
+    // helm install --wait: the operator's two pods are Ready under its ServiceAccount, one
+    // holding the Lease it took through the API server with the pod's own token.
     let t0 = Instant::now();
     helm_ok(helm_args("install", earlier.display().to_string(), &["operator.installCrds=false"])).unwrap();
     let operator_ready = t0.elapsed();
-    let pods = operator_pods(&ops);
-    assert_eq!(pods.len(), 1, "{:?}\n{}", ops.observed(), ops.log_tail(20));
-    let (pod, _) = &pods[0];
-    let spec =
-        plane.kubectl_ok(&["-n", &release_ns, "get", "pod", pod, "-o", "jsonpath={.spec.serviceAccountName}"]).unwrap();
-    assert_eq!(spec, "strom-operator");
-    wait_for(&ops, Duration::from_secs(60), "the operator pod holds the Lease", || {
-        let holder = plane.kubectl_ok(&[
+    let pods: Vec<String> = operator_pods(&ops).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(pods.len(), 2, "{:?}\n{}", ops.observed(), ops.log_tail(20));
+    for pod in &pods {
+        let account = plane
+            .kubectl_ok(&["-n", &release_ns, "get", "pod", pod, "-o", "jsonpath={.spec.serviceAccountName}"])
+            .unwrap();
+        assert_eq!(account, "strom-operator");
+    }
+    let lease_holder = || {
+        plane.kubectl_ok(&[
             "-n",
             &release_ns,
             "get",
@@ -259,9 +262,12 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
             "strom-operator",
             "-o",
             "jsonpath={.spec.holderIdentity}",
-        ])?;
-        ensure!(&holder == pod, "holder {holder:?}, not {pod}");
-        Ok(())
+        ])
+    };
+    let leader = wait_for(&ops, Duration::from_secs(60), "one operator pod holds the Lease", || {
+        let holder = lease_holder()?;
+        ensure!(pods.contains(&holder), "holder {holder:?}, not one of {pods:?}");
+        Ok(holder)
     })
     .unwrap();
 
@@ -276,6 +282,20 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
     let admin = clients::admin_client(&bootstrap).unwrap();
     clients::create_topic_with(&admin, "before-upgrade", 3, 3, &[]).unwrap().unwrap();
     round_trip(&bootstrap, "before-upgrade", 300).unwrap();
+
+    // Two replicas: the leader's pod deleted (it releases the Lease on SIGTERM), another
+    // replica takes the Lease: the standby, or the Deployment's replacement pod if that
+    // starts first.
+    plane.kubectl_ok(&["-n", &release_ns, "delete", "pod", &leader, "--wait=false"]).unwrap();
+    let deleted = Instant::now();
+    wait_for(&ops, Duration::from_secs(60), "another replica took the Lease", || {
+        let holder = lease_holder()?;
+        let running: Vec<String> = operator_pods(&ops).into_iter().map(|(name, _)| name).collect();
+        ensure!(holder != leader && running.contains(&holder), "holder {holder:?}; running {running:?}");
+        Ok(())
+    })
+    .unwrap();
+    println!("the leader's pod deleted -> another replica leads: {:?}", deleted.elapsed());
 
     // Least privilege, as the API server answers it: no CRD rights without installCrds.
     for (verb, what, where_, allowed) in [
@@ -324,8 +344,13 @@ fn helm_install_runs_the_operator_pod_that_makes_the_example_ready_and_upgrade_a
         Ok(())
     })
     .unwrap();
-    let new_pods = operator_pods(&ops);
-    assert!(new_pods.len() == 1 && new_pods[0].0 != *pod, "the upgrade rolled the operator: {new_pods:?}");
+    let before: Vec<String> = pods.clone();
+    wait_for(&ops, Duration::from_secs(60), "the upgrade rolled both operator pods", || {
+        let now = operator_pods(&ops);
+        ensure!(now.len() == 2 && now.iter().all(|(p, _)| !before.contains(p)), "operator pods {now:?}");
+        Ok(())
+    })
+    .unwrap();
     let applied = plane.kubectl(&["-n", &ns, "apply", "--validate=strict", "-f", &topics]).unwrap();
     assert_eq!(applied.code, 0, "{applied:?}");
     c.wait_condition("topic", "orders", true, Some("InSync"), Duration::from_secs(90)).unwrap();
