@@ -133,6 +133,14 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     /// `log.cleaner.backoff.ms`: how often the log cleaner looks for compacted topics to clean. Default 15000.
     pub log_cleaner_interval_ms: u64,
+    /// How often the consumer lag of the groups this broker coordinates is computed for
+    /// `/metrics` (their committed offsets against the partitions' high watermarks). Default 15000.
+    pub consumer_lag_interval_ms: u64,
+    /// Also export per-partition series: each hosted partition's log start and end offsets
+    /// and size (`strom_log_*`), and each coordinated group's lag per partition
+    /// (`strom_consumer_group_partition_lag`). Default false: a broker's series count then does
+    /// not grow with its partitions (docs/metrics.md).
+    pub metrics_partition_series: bool,
 }
 
 impl Default for BrokerConfig {
@@ -192,6 +200,8 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             log_cleaner_interval_ms: 15_000,
+            consumer_lag_interval_ms: 15_000,
+            metrics_partition_series: false,
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 
 use crate::group::GroupCoordinator;
 use crate::metadata::runtime::Metadata;
-use crate::metrics::{MetadataStats, Metrics, ReplicationStats};
+use crate::metrics::{LogDirStats, MetadataStats, Metrics, ReplicationStats};
 use crate::partition::ReplicaManager;
 use crate::replication::{IsrChanges, ReplicaFetchers};
 use crate::shutdown::Shutdown;
@@ -29,6 +29,8 @@ pub struct HttpState {
     pub fetchers: Arc<ReplicaFetchers>,
     pub isr_changes: Arc<IsrChanges>,
     pub ready: Arc<AtomicBool>,
+    /// The data directory, for its filesystem's size and free space.
+    pub data_dir: std::path::PathBuf,
 }
 
 /// Serves until shutdown.
@@ -58,14 +60,19 @@ fn metadata_stats(m: &Metadata) -> MetadataStats {
 
 fn replication_stats(state: &HttpState) -> ReplicationStats {
     use std::sync::atomic::Ordering::Relaxed;
-    let led: Vec<_> = state.replicas.all().into_iter().filter(|p| p.is_leader()).collect();
-    let under_replicated = led
+    let hosted = state.replicas.all();
+    let replicas = hosted.len();
+    let led: Vec<_> = hosted.into_iter().filter(|p| p.is_leader()).collect();
+    let isr_and_replicas: Vec<(usize, usize, i64)> = led
         .iter()
-        .filter(|p| {
+        .map(|p| {
             let l = p.leadership();
-            l.isr.len() < l.replicas.len()
+            (l.isr.len(), l.replicas.len(), i64::from(p.config().min_insync_replicas))
         })
-        .count();
+        .collect();
+    let under_replicated = isr_and_replicas.iter().filter(|(isr, all, _)| isr < all).count();
+    let under_min_isr =
+        isr_and_replicas.iter().filter(|(isr, _, min)| i64::try_from(*isr).unwrap_or(i64::MAX) < *min).count();
     let max_follower_lag = led.iter().flat_map(|p| p.follower_lag()).map(|(_, lag)| lag).max().unwrap_or(0);
     let image = state.metadata.state_machine.image();
     ReplicationStats {
@@ -74,12 +81,31 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
         isr_shrinks: state.isr_changes.shrinks.load(Relaxed),
         isr_expands: state.isr_changes.expands.load(Relaxed),
         max_follower_lag,
+        under_min_isr,
+        leaders: led.len(),
+        replicas,
+    }
+}
+
+/// The data directory's filesystem; zeros if it cannot be read (the gauges then say 0 free,
+/// which the disk alert reports rather than hides).
+fn log_dir_stats(dir: &std::path::Path) -> LogDirStats {
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(s) => {
+            let block = s.fragment_size();
+            LogDirStats { total_bytes: s.blocks() * block, free_bytes: s.blocks_available() * block }
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "statvfs of the data directory failed");
+            LogDirStats::default()
+        }
     }
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     state.metrics.set_metadata(&metadata_stats(&state.metadata));
     state.metrics.set_replication(&replication_stats(&state));
+    state.metrics.set_log_dir(&log_dir_stats(&state.data_dir));
     let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }

@@ -1,6 +1,10 @@
 //! The broker's Prometheus metrics: requests and their latency per API, network bytes in and
-//! out, connections, and each partition's log end offset and size (read at scrape time).
+//! out, connections, and each partition's log end offset and size, replication health and
+//! the data directory's filesystem (read at scrape time). Names and the Kafka MBean each
+//! corresponds to: docs/metrics.md.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::encoding::text::encode;
@@ -10,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::admin::lag::ConsumerLag;
 use crate::partition::Partition;
 
 type ApiLabels = [(&'static str, &'static str); 1];
@@ -35,7 +40,14 @@ pub struct Metrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
     metadata: [Gauge; 8],
-    replication: [Gauge; 5],
+    replication: [Gauge; 8],
+    log_dir: [Gauge; 2],
+    /// The consumer lag of the groups this broker coordinates ([`crate::admin::lag`]).
+    pub consumer_lag: ConsumerLag,
+    /// Whether per-partition series are exported (`metrics_partition_series`).
+    pub partition_series: AtomicBool,
+    group_lag: Family<[(&'static str, String); 2], Gauge>,
+    partition_lag: Family<[(&'static str, String); 3], Gauge>,
 }
 
 /// Replication as this broker sees it, read at scrape time.
@@ -49,14 +61,39 @@ pub struct ReplicationStats {
     pub isr_expands: u64,
     /// The largest number of offsets a follower is behind a partition this broker leads.
     pub max_follower_lag: i64,
+    /// Partitions this broker leads whose ISR is smaller than their `min.insync.replicas`.
+    pub under_min_isr: usize,
+    /// Partitions this broker leads (Kafka's LeaderCount).
+    pub leaders: usize,
+    /// Partition replicas this broker hosts (Kafka's PartitionCount).
+    pub replicas: usize,
 }
 
-const REPLICATION_GAUGES: [(&str, &str); 5] = [
+const REPLICATION_GAUGES: [(&str, &str); 8] = [
     ("under_replicated_partitions", "Partitions led by this broker with fewer in-sync replicas than replicas"),
     ("offline_partitions", "Partitions without a leader in the cluster"),
     ("isr_shrinks_total", "ISR shrinks committed for partitions this broker leads"),
     ("isr_expands_total", "ISR expansions committed for partitions this broker leads"),
     ("follower_lag_max", "Largest lag, in offsets, of a follower behind a partition this broker leads"),
+    (
+        "under_min_isr_partitions",
+        "Partitions led by this broker with fewer in-sync replicas than min.insync.replicas (acks=all is refused)",
+    ),
+    ("leader_partitions", "Partitions this broker leads"),
+    ("partitions", "Partition replicas this broker hosts"),
+];
+
+/// The filesystem holding the data directory, read at scrape time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogDirStats {
+    pub total_bytes: u64,
+    /// What the broker may still write (the filesystem's available blocks).
+    pub free_bytes: u64,
+}
+
+const LOG_DIR_GAUGES: [(&str, &str); 2] = [
+    ("log_dir_total_bytes", "Size of the filesystem holding the data directory"),
+    ("log_dir_free_bytes", "Bytes the broker may still write on the filesystem holding the data directory"),
 ];
 
 /// The metadata quorum as this broker sees it, read at scrape time.
@@ -121,8 +158,12 @@ impl Metrics {
         for ((name, help), gauge) in METADATA_GAUGES.iter().zip(&metadata) {
             registry.register(*name, *help, gauge.clone());
         }
-        let replication: [Gauge; 5] = Default::default();
+        let replication: [Gauge; 8] = Default::default();
         for ((name, help), gauge) in REPLICATION_GAUGES.iter().zip(&replication) {
+            registry.register(*name, *help, gauge.clone());
+        }
+        let log_dir: [Gauge; 2] = Default::default();
+        for ((name, help), gauge) in LOG_DIR_GAUGES.iter().zip(&log_dir) {
             registry.register(*name, *help, gauge.clone());
         }
         registry.register("kafka_requests", "Kafka requests handled, by API", requests.clone());
@@ -144,9 +185,34 @@ impl Metrics {
         registry.register("offset_commits", "OffsetCommit requests handled", offset_commits.clone());
         registry.register("consumer_groups", "Consumer groups by state", groups.clone());
         registry.register("group_rebalances", "Completed consumer-group rebalances since start", rebalances.clone());
-        registry.register("log_end_offset", "Log end offset of each partition", log_end_offset.clone());
-        registry.register("log_start_offset", "Log start offset of each partition", log_start_offset.clone());
-        registry.register("log_size_bytes", "Bytes on disk of each partition's log", log_size_bytes.clone());
+        let group_lag = Family::<[(&'static str, String); 2], Gauge>::default();
+        let partition_lag = Family::<[(&'static str, String); 3], Gauge>::default();
+        registry.register(
+            "consumer_group_lag",
+            "Consumer lag (high watermark minus committed offset, summed over partitions) of each group this \
+             broker coordinates, per topic",
+            group_lag.clone(),
+        );
+        registry.register(
+            "consumer_group_partition_lag",
+            "Consumer lag per partition of each group this broker coordinates (with --metrics-partition-series)",
+            partition_lag.clone(),
+        );
+        registry.register(
+            "log_end_offset",
+            "Log end offset of each partition (with --metrics-partition-series)",
+            log_end_offset.clone(),
+        );
+        registry.register(
+            "log_start_offset",
+            "Log start offset of each partition (with --metrics-partition-series)",
+            log_start_offset.clone(),
+        );
+        registry.register(
+            "log_size_bytes",
+            "Bytes on disk of each partition's log (with --metrics-partition-series)",
+            log_size_bytes.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -165,6 +231,39 @@ impl Metrics {
             log_size_bytes,
             metadata,
             replication,
+            log_dir,
+            consumer_lag: ConsumerLag::default(),
+            partition_series: AtomicBool::new(false),
+            group_lag,
+            partition_lag,
+        }
+    }
+
+    /// The lag gauges from the last snapshot: per group and topic, and per partition if enabled.
+    fn set_consumer_lag(&self) {
+        let lags = self.consumer_lag.snapshot();
+        let mut sums: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        for l in lags.iter() {
+            *sums.entry((&l.group, &l.topic)).or_default() += l.lag;
+        }
+        self.group_lag.clear();
+        for ((group, topic), lag) in sums {
+            self.group_lag.get_or_create(&[("group", group.to_string()), ("topic", topic.to_string())]).set(lag);
+        }
+        self.partition_lag.clear();
+        if self.partition_series.load(Ordering::Relaxed) {
+            for l in lags.iter() {
+                let labels =
+                    [("group", l.group.clone()), ("topic", l.topic.clone()), ("partition", l.partition.to_string())];
+                self.partition_lag.get_or_create(&labels).set(l.lag);
+            }
+        }
+    }
+
+    /// Sets the data directory's filesystem gauges (called at scrape time).
+    pub fn set_log_dir(&self, d: &LogDirStats) {
+        for (gauge, v) in self.log_dir.iter().zip([d.total_bytes, d.free_bytes]) {
+            gauge.set(i64::try_from(v).unwrap_or(i64::MAX));
         }
     }
 
@@ -176,6 +275,9 @@ impl Metrics {
             i64::try_from(r.isr_shrinks).unwrap_or(i64::MAX),
             i64::try_from(r.isr_expands).unwrap_or(i64::MAX),
             r.max_follower_lag,
+            i64::try_from(r.under_min_isr).unwrap_or(i64::MAX),
+            i64::try_from(r.leaders).unwrap_or(i64::MAX),
+            i64::try_from(r.replicas).unwrap_or(i64::MAX),
         ];
         for (gauge, v) in self.replication.iter().zip(values) {
             gauge.set(v);
@@ -218,6 +320,7 @@ impl Metrics {
     /// The Prometheus text exposition, with partition and group gauges read now.
     pub fn render(&self, partitions: &[Arc<Partition>], group_states: &[&'static str], rebalances: u64) -> String {
         self.rebalances.set(i64::try_from(rebalances).unwrap_or(i64::MAX));
+        self.set_consumer_lag();
         self.groups.clear();
         for state in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
             let n = group_states.iter().filter(|s| **s == state).count();
@@ -226,7 +329,8 @@ impl Metrics {
         self.log_end_offset.clear();
         self.log_start_offset.clear();
         self.log_size_bytes.clear();
-        for p in partitions {
+        let per_partition = if self.partition_series.load(Ordering::Relaxed) { partitions } else { &[] };
+        for p in per_partition {
             let labels = [("topic", p.topic.to_string()), ("partition", p.index.to_string())];
             self.log_end_offset.get_or_create(&labels).set(p.log_end_offset());
             self.log_start_offset.get_or_create(&labels).set(p.log_start_offset());
@@ -237,5 +341,49 @@ impl Metrics {
             tracing::error!(error = %e, "encoding metrics failed");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::lag::PartitionLag;
+
+    fn lag(group: &str, topic: &str, partition: i32, lag: i64) -> PartitionLag {
+        PartitionLag { group: group.into(), topic: topic.into(), partition, lag }
+    }
+
+    #[test]
+    fn lag_is_summed_per_group_and_topic_and_per_partition_only_when_asked() {
+        let m = Metrics::new();
+        m.consumer_lag.set(vec![lag("g", "t", 0, 10), lag("g", "t", 1, 5), lag("h", "t", 0, 1)]);
+        let text = m.render(&[], &[], 0);
+        assert!(text.contains(r#"strom_consumer_group_lag{group="g",topic="t"} 15"#), "{text}");
+        assert!(text.contains(r#"strom_consumer_group_lag{group="h",topic="t"} 1"#), "{text}");
+        assert!(!text.contains("strom_consumer_group_partition_lag{"), "{text}");
+        m.partition_series.store(true, Ordering::Relaxed);
+        let text = m.render(&[], &[], 0);
+        assert!(text.contains(r#"strom_consumer_group_partition_lag{group="g",topic="t",partition="1"} 5"#), "{text}");
+        // A group that is gone leaves no series behind.
+        m.consumer_lag.set(vec![lag("g", "t", 0, 2)]);
+        let text = m.render(&[], &[], 0);
+        assert!(!text.contains(r#"group="h""#), "{text}");
+    }
+
+    #[test]
+    fn replication_and_disk_gauges_are_exported() {
+        let m = Metrics::new();
+        m.set_replication(&ReplicationStats { under_min_isr: 2, leaders: 7, replicas: 21, ..Default::default() });
+        m.set_log_dir(&LogDirStats { total_bytes: 1000, free_bytes: 100 });
+        let text = m.render(&[], &[], 0);
+        for line in [
+            "strom_under_min_isr_partitions 2",
+            "strom_leader_partitions 7",
+            "strom_partitions 21",
+            "strom_log_dir_total_bytes 1000",
+            "strom_log_dir_free_bytes 100",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in {text}");
+        }
     }
 }

@@ -157,6 +157,7 @@ pub async fn run(
     let controller_task = tokio::spawn(metadata.controller.clone().run(shutdown.clone()));
 
     let metrics = Arc::new(Metrics::new());
+    metrics.partition_series.store(config.metrics_partition_series, std::sync::atomic::Ordering::Relaxed);
     let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
     let ready = Arc::new(AtomicBool::new(false));
     let fetchers = Arc::new(ReplicaFetchers::new(
@@ -197,6 +198,7 @@ pub async fn run(
         fetchers,
         isr_changes: isr_changes.clone(),
         ready,
+        data_dir: config.data_dir.clone(),
     };
     let http_task = tokio::spawn(http::run(http_listener, http_state, shutdown.clone()));
 
@@ -314,6 +316,11 @@ pub async fn run(
         shutdown.clone(),
     ));
     let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
+    let lag_task = tokio::spawn(crate::admin::lag::run(
+        node.clone(),
+        Duration::from_millis(config.consumer_lag_interval_ms),
+        shutdown.clone(),
+    ));
     let cleaner_task = tokio::spawn(every_blocking(
         "log cleaner",
         config.log_cleaner_interval_ms,
@@ -326,6 +333,7 @@ pub async fn run(
     tracing::info!("shutting down");
     retention_task.abort();
     group_task.abort();
+    lag_task.abort();
     cleaner_task.abort();
     isr_task.abort();
     checkpoint_task.abort();

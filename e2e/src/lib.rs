@@ -26,6 +26,8 @@
 //!   preload the `e2e/powercut` shim, which logs what they fsynced, renamed and unlinked; after
 //!   a SIGKILL every file is cut back to its last synced length (0 if never synced).
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
+//! - [`prometheus`]: a real Prometheus and promtool (built from their Go module) scraping
+//!   brokers and the operator, and queries through its HTTP API.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
@@ -57,6 +59,7 @@ pub mod k8s;
 pub mod kafka;
 pub mod powercut;
 pub mod process;
+pub mod prometheus;
 pub mod proxy;
 pub mod segment;
 pub mod wire;

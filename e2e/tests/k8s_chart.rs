@@ -95,12 +95,19 @@ fn the_chart_lints_clean_and_renders_what_the_api_server_accepts() {
         {
             assert!(rendered.contains(&format!("kind: {kind}\n")), "no {kind} in:\n{rendered}");
         }
-        // The Prometheus Operator's CRD is not installed here: its object is checked by shape.
+        // The Prometheus Operator's CRDs are not installed here: its objects are checked by
+        // shape (the PrometheusRule's rules by promtool, e2e/tests/observability.rs).
         if !extra.is_empty() {
-            assert!(rendered.contains("kind: ServiceMonitor") && rendered.contains("kind: Cluster\n"), "{rendered}");
+            for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "Cluster"] {
+                assert!(rendered.contains(&format!("kind: {kind}\n")), "no {kind} in:\n{rendered}");
+            }
+            assert!(rendered.contains("alert: StromOfflinePartitions"), "{rendered}");
         }
         assert!(rendered.contains("customresourcedefinitions"), "{rendered}");
-        let objects = without_kind(&rendered, "ServiceMonitor");
+        let mut objects = rendered.clone();
+        for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule"] {
+            objects = without_kind(&objects, kind);
+        }
         let run = plane.kubectl_with_input(&["-n", &ns, "apply", "--dry-run=server", "-f", "-"], &objects).unwrap();
         assert_eq!(run.code, 0, "the API server refused what the chart renders: {run:?}\n{objects}");
     }

@@ -40,7 +40,15 @@ fn cluster_proxied(brokers: usize, lag_ms: u32, session_ms: u32, proxied: &[i32]
     if let Some(i) = spec.extra_args.iter().position(|a| a == "--broker-session-timeout-ms") {
         spec.extra_args[i + 1] = session;
     }
-    let spec = spec.with_args(&["--replica-lag-time-max-ms", &lag, "--leader-imbalance-check-interval-ms", "2000"]);
+    // Per-partition series (strom_log_end_offset): a test reads a follower's log end offset.
+    let spec = spec.with_args(&[
+        "--replica-lag-time-max-ms",
+        &lag,
+        "--leader-imbalance-check-interval-ms",
+        "2000",
+        "--metrics-partition-series",
+        "true",
+    ]);
     Cluster::start(spec).expect("start 3 brokers")
 }
 

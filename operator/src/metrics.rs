@@ -1,6 +1,8 @@
 //! The operator's Prometheus metrics (served on `/metrics`): reconciles per kind and result,
 //! their durations, errors by kind and error, the steps it took, whether this process holds
-//! the leader Lease, and the topics of each cluster no Topic names (when asked to look).
+//! the leader Lease, the topics of each cluster no Topic names (when asked to look), and each
+//! Cluster's health as its status says (ready brokers, partitions under-replicated or
+//! offline, Ready, Stalled).
 
 use std::sync::atomic::AtomicI64;
 use std::time::Instant;
@@ -51,7 +53,31 @@ pub struct Metrics {
     pub steps: Family<StepLabels, Counter>,
     pub leader: Gauge<i64, AtomicI64>,
     pub unmanaged: Family<ClusterLabels, Gauge<i64, AtomicI64>>,
+    /// Each Cluster's health as its last status said it, in [`ClusterHealth`] order.
+    cluster_health: [Family<ClusterLabels, Gauge<i64, AtomicI64>>; 6],
 }
+
+/// A Cluster's health from its status, for the gauges (so one Prometheus sees the operator's
+/// view beside the brokers' own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterHealth {
+    pub brokers: i64,
+    pub ready_brokers: i64,
+    pub under_replicated_partitions: i64,
+    pub offline_partitions: i64,
+    pub ready: bool,
+    pub stalled: bool,
+}
+
+/// (name, help) of each Cluster gauge, in [`ClusterHealth`] order.
+const CLUSTER_GAUGES: [(&str, &str); 6] = [
+    ("cluster_brokers", "Brokers of a Cluster (its StatefulSet's replicas)"),
+    ("cluster_ready_brokers", "Brokers of a Cluster whose pods are Ready"),
+    ("cluster_under_replicated_partitions", "Under-replicated partitions of a Cluster, as its controller reports"),
+    ("cluster_offline_partitions", "Partitions of a Cluster without a leader"),
+    ("cluster_ready", "1 if the Cluster's Ready condition is True"),
+    ("cluster_stalled", "1 if the Cluster's Stalled condition is True (it needs a person)"),
+];
 
 impl Default for Metrics {
     fn default() -> Metrics {
@@ -74,7 +100,16 @@ impl Default for Metrics {
             "Topics of a cluster no Topic resource names (with --unmanaged-topics report or adopt)",
             unmanaged.clone(),
         );
-        Metrics { registry, reconciles, duration, errors, steps, leader, unmanaged }
+        let cluster_health: [Family<ClusterLabels, Gauge<i64, AtomicI64>>; 6] = Default::default();
+        for ((name, help), family) in CLUSTER_GAUGES.iter().zip(&cluster_health) {
+            registry.register(*name, *help, family.clone());
+        }
+        // Failed reconciles start at 0 for every kind, so a rate over them exists before the
+        // first failure (the alert on reconcile errors needs a series to evaluate).
+        for kind in ["Cluster", "Topic", "ConsumerGroup"] {
+            let _ = reconciles.get_or_create(&ReconcileLabels { kind: kind.into(), result: "error".into() });
+        }
+        Metrics { registry, reconciles, duration, errors, steps, leader, unmanaged, cluster_health }
     }
 }
 
@@ -91,6 +126,22 @@ impl Metrics {
     pub fn unmanaged_topics(&self, namespace: &str, cluster: &str, count: usize) {
         let labels = ClusterLabels { namespace: namespace.into(), cluster: cluster.into() };
         self.unmanaged.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the gauges of Cluster `namespace/cluster`.
+    pub fn cluster_health(&self, namespace: &str, cluster: &str, h: &ClusterHealth) {
+        let labels = ClusterLabels { namespace: namespace.into(), cluster: cluster.into() };
+        let values = [
+            h.brokers,
+            h.ready_brokers,
+            h.under_replicated_partitions,
+            h.offline_partitions,
+            i64::from(h.ready),
+            i64::from(h.stalled),
+        ];
+        for (family, v) in self.cluster_health.iter().zip(values) {
+            family.get_or_create(&labels).set(v);
+        }
     }
 
     /// The text exposition of every metric.

@@ -7,12 +7,14 @@
 //! - [`groups`]: consumer groups, carried out by each group's coordinator (a broker that is
 //!   not the coordinator forwards the call).
 //! - [`peers`]: what a broker answers about itself, and fan-out calls to the other brokers.
+//! - [`lag`]: the consumer lag of the groups this broker coordinates, for `/metrics`.
 //!
 //! Reads come from the receiving broker's metadata image; writes go to the active controller
 //! through the same client the Kafka handlers use.
 
 pub mod cluster;
 pub mod groups;
+pub mod lag;
 pub mod peers;
 
 use std::sync::{Arc, OnceLock};

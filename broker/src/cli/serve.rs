@@ -167,6 +167,12 @@ pub struct ServeArgs {
     /// How often the log cleaner compacts topics with cleanup.policy=compact (log.cleaner.backoff.ms).
     #[arg(long, env = "STROM_LOG_CLEANER_INTERVAL_MS")]
     pub log_cleaner_interval_ms: Option<u64>,
+    /// How often the consumer lag of the groups this broker coordinates is computed for /metrics.
+    #[arg(long, env = "STROM_CONSUMER_LAG_INTERVAL_MS")]
+    pub consumer_lag_interval_ms: Option<u64>,
+    /// Export per-partition series too (log offsets and size, consumer lag per partition).
+    #[arg(long, env = "STROM_METRICS_PARTITION_SERIES")]
+    pub metrics_partition_series: Option<bool>,
 }
 
 impl ServeArgs {
@@ -224,6 +230,8 @@ impl ServeArgs {
             group_min_session_timeout_ms,
             group_max_session_timeout_ms,
             log_cleaner_interval_ms,
+            consumer_lag_interval_ms,
+            metrics_partition_series,
             rack_key,
             rack_wait_ms
         );

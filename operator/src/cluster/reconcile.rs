@@ -479,13 +479,27 @@ async fn publish(ctx: &Context, cluster: &Cluster, type_: EventType, reason: &st
     crate::publish::event(ctx, cluster, type_, reason, action, note).await;
 }
 
-/// Writes `next` unless it equals what is there.
+/// The health gauges' values from a status.
+fn health_of(status: &ClusterStatus) -> crate::metrics::ClusterHealth {
+    let true_ = |type_: &str| status.conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    crate::metrics::ClusterHealth {
+        brokers: i64::from(status.replicas),
+        ready_brokers: i64::from(status.ready_replicas),
+        under_replicated_partitions: i64::from(status.under_replicated_partitions.unwrap_or(0)),
+        offline_partitions: i64::from(status.offline_partitions.unwrap_or(0)),
+        ready: true_(crate::conditions::READY),
+        stalled: true_(crate::conditions::STALLED),
+    }
+}
+
+/// Writes `next` unless it equals what is there (and sets the Cluster's health gauges).
 async fn write_status(
     ctx: &Context,
     names: &Names,
     previous: &ClusterStatus,
     next: ClusterStatus,
 ) -> Result<(), Error> {
+    ctx.metrics.cluster_health(&names.namespace, &names.cluster, &health_of(&next));
     crate::publish::status::<Cluster, _>(ctx, &names.namespace, &names.cluster, previous, &next)
         .await
         .map_err(|source| Error::Status { cluster: names.cluster.clone(), source: Box::new(source) })
