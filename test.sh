@@ -49,10 +49,12 @@ bash e2e/kafka/kafka.sh home
 
 # The Kubernetes control plane of e2e/tests/k8s_*.rs: etcd, kube-apiserver,
 # kube-controller-manager and kubectl built from Go modules, once per machine (cached by
-# version under STROM_CACHE_DIR; a fresh machine downloads and compiles for a while).
-step "Kubernetes control plane and helm (built once per machine)"
+# version under STROM_CACHE_DIR; a fresh machine downloads and compiles for a while); helm
+# for the chart's tests; Prometheus and promtool for e2e/tests/observability.rs.
+step "Kubernetes control plane, helm, Prometheus and promtool (built once per machine)"
 bash e2e/k8s/controlplane/build.sh
 bash e2e/k8s/helm/build.sh
+bash e2e/prometheus/build.sh
 
 # kcat: the Kafka client pods of the Kubernetes suite (k8s_real_cluster.rs) and clients.sh.
 if ! command -v kcat >/dev/null 2>&1; then

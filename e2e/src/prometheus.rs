@@ -58,6 +58,9 @@ pub struct Job {
     pub name: String,
     pub targets: Vec<SocketAddr>,
     pub labels: BTreeMap<String, String>,
+    /// Keep the scraped series' own labels where they clash with the target's (`namespace` on
+    /// the operator's Cluster gauges), as the chart's ServiceMonitor does.
+    pub honor_labels: bool,
 }
 
 /// A running Prometheus; dropping it kills it.
@@ -84,6 +87,7 @@ impl Prometheus {
             let targets: Vec<String> = job.targets.iter().map(ToString::to_string).collect();
             config["scrape_configs"].as_array_mut().context("scrape_configs")?.push(serde_json::json!({
                 "job_name": job.name,
+                "honor_labels": job.honor_labels,
                 "static_configs": [{"targets": targets, "labels": job.labels}],
             }));
         }
