@@ -75,6 +75,7 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
         isr_and_replicas.iter().filter(|(isr, _, min)| i64::try_from(*isr).unwrap_or(i64::MAX) < *min).count();
     let max_follower_lag = led.iter().flat_map(|p| p.follower_lag()).map(|(_, lag)| lag).max().unwrap_or(0);
     let image = state.metadata.state_machine.image();
+    let reassigning = image.partitions().filter(|(_, _, p)| p.is_reassigning()).count();
     ReplicationStats {
         under_replicated,
         offline: image.partitions().filter(|(_, _, p)| p.leader < 0 || !image.is_live(p.leader)).count(),
@@ -84,6 +85,7 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
         under_min_isr,
         leaders: led.len(),
         replicas,
+        reassigning,
     }
 }
 

@@ -7,14 +7,19 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::admin::lag::ConsumerLag;
+use crate::partition::traffic::TrafficCounts;
 use crate::partition::Partition;
 
 type ApiLabels = [(&'static str, &'static str); 1];
@@ -28,9 +33,16 @@ pub struct Metrics {
     requests: Family<ApiLabels, Counter>,
     request_errors: Family<ApiLabels, Counter>,
     request_latency: Family<ApiLabels, Histogram, HistogramMaker>,
+    request_phases: Family<[(&'static str, &'static str); 2], Histogram, HistogramMaker>,
     pub network_bytes_in: Counter,
     pub network_bytes_out: Counter,
     pub connections: Gauge,
+    /// Client connections accepted since start (its rate: Kafka's connection-creation-rate).
+    pub connections_opened: Counter,
+    /// acks=all Produce requests waiting for their replicas (Kafka's Produce purgatory).
+    pub produce_waiting: Gauge,
+    /// Fetch requests waiting for `min.bytes` or `max.wait.ms` (Kafka's Fetch purgatory).
+    pub fetch_waiting: Gauge,
     pub produced_records_bytes: Counter,
     pub fetched_records_bytes: Counter,
     offset_commits: Counter,
@@ -40,7 +52,7 @@ pub struct Metrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
     metadata: [Gauge; 8],
-    replication: [Gauge; 8],
+    replication: [Gauge; 9],
     log_dir: [Gauge; 2],
     /// The consumer lag of the groups this broker coordinates ([`crate::admin::lag`]).
     pub consumer_lag: ConsumerLag,
@@ -48,6 +60,52 @@ pub struct Metrics {
     pub partition_series: AtomicBool,
     group_lag: Family<[(&'static str, String); 2], Gauge>,
     partition_lag: Family<[(&'static str, String); 3], Gauge>,
+    topic_traffic: Arc<TopicTraffic>,
+}
+
+/// Per-topic counters of client traffic (bytes and records in, bytes out), summed over the
+/// partitions this broker hosts at scrape time ([`crate::partition::traffic`]).
+#[derive(Debug, Default)]
+struct TopicTraffic {
+    snapshot: parking_lot::Mutex<BTreeMap<String, TrafficCounts>>,
+}
+
+impl Collector for TopicTraffic {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snapshot = self.snapshot.lock().clone();
+        type Read = fn(&TrafficCounts) -> u64;
+        let families: [(&str, &str, Read); 3] = [
+            ("topic_bytes_in", "Record-batch bytes clients produced to each topic on this broker", |c| c.bytes_in),
+            ("topic_records_in", "Records clients produced to each topic on this broker", |c| c.records_in),
+            ("topic_bytes_out", "Record-batch bytes clients fetched from each topic on this broker", |c| c.bytes_out),
+        ];
+        for (name, help, value) in families {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (topic, counts) in &snapshot {
+                let labels = [("topic", topic.as_str())];
+                ConstCounter::new(value(counts)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One request counted in a gauge while it waits (the gauge goes down when this is dropped,
+/// whether the wait ended or its connection went away).
+#[derive(Debug)]
+pub struct Waiting(Gauge);
+
+impl Waiting {
+    pub fn new(gauge: &Gauge) -> Waiting {
+        gauge.inc();
+        Waiting(gauge.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Replication as this broker sees it, read at scrape time.
@@ -67,9 +125,11 @@ pub struct ReplicationStats {
     pub leaders: usize,
     /// Partition replicas this broker hosts (Kafka's PartitionCount).
     pub replicas: usize,
+    /// Partitions being reassigned, cluster-wide (from the metadata image).
+    pub reassigning: usize,
 }
 
-const REPLICATION_GAUGES: [(&str, &str); 8] = [
+const REPLICATION_GAUGES: [(&str, &str); 9] = [
     ("under_replicated_partitions", "Partitions led by this broker with fewer in-sync replicas than replicas"),
     ("offline_partitions", "Partitions without a leader in the cluster"),
     ("isr_shrinks_total", "ISR shrinks committed for partitions this broker leads"),
@@ -81,6 +141,7 @@ const REPLICATION_GAUGES: [(&str, &str); 8] = [
     ),
     ("leader_partitions", "Partitions this broker leads"),
     ("partitions", "Partition replicas this broker hosts"),
+    ("reassigning_partitions", "Partitions being reassigned, cluster-wide"),
 ];
 
 /// The filesystem holding the data directory, read at scrape time.
@@ -125,6 +186,11 @@ const METADATA_GAUGES: [(&str, &str); 8] = [
     ("controller_fenced_brokers", "Registered brokers that are fenced"),
 ];
 
+/// Coarser buckets for the phases of a request (4 phases per API): 100µs .. ~6.5s.
+fn phase_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_1, 4.0, 9))
+}
+
 fn latency_histogram() -> Histogram {
     // 50µs .. ~13s
     Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
@@ -143,9 +209,16 @@ impl Metrics {
         let request_errors = Family::<ApiLabels, Counter>::default();
         let request_latency =
             Family::<ApiLabels, Histogram, HistogramMaker>::new_with_constructor(latency_histogram as HistogramMaker);
+        let request_phases =
+            Family::<[(&'static str, &'static str); 2], Histogram, HistogramMaker>::new_with_constructor(
+                phase_histogram as HistogramMaker,
+            );
         let network_bytes_in = Counter::default();
         let network_bytes_out = Counter::default();
         let connections = Gauge::default();
+        let connections_opened = Counter::default();
+        let produce_waiting = Gauge::default();
+        let fetch_waiting = Gauge::default();
         let produced_records_bytes = Counter::default();
         let fetched_records_bytes = Counter::default();
         let offset_commits = Counter::default();
@@ -158,7 +231,7 @@ impl Metrics {
         for ((name, help), gauge) in METADATA_GAUGES.iter().zip(&metadata) {
             registry.register(*name, *help, gauge.clone());
         }
-        let replication: [Gauge; 8] = Default::default();
+        let replication: [Gauge; 9] = Default::default();
         for ((name, help), gauge) in REPLICATION_GAUGES.iter().zip(&replication) {
             registry.register(*name, *help, gauge.clone());
         }
@@ -177,9 +250,30 @@ impl Metrics {
             "Time from a request being read to its response being queued, by API",
             request_latency.clone(),
         );
+        registry.register(
+            "kafka_request_phase_seconds",
+            "Where requests' time went, by API and phase: local (in the handler), response_queue (behind earlier \
+             responses of the connection), remote (waiting for replicas, min.bytes or a group), response_send",
+            request_phases.clone(),
+        );
         registry.register("network_bytes_in", "Bytes read from Kafka client connections", network_bytes_in.clone());
         registry.register("network_bytes_out", "Bytes written to Kafka client connections", network_bytes_out.clone());
         registry.register("kafka_connections", "Open Kafka client connections", connections.clone());
+        registry.register(
+            "kafka_connections_opened",
+            "Kafka client connections accepted since start",
+            connections_opened.clone(),
+        );
+        registry.register(
+            "produce_requests_waiting",
+            "acks=all Produce requests waiting for their in-sync replicas",
+            produce_waiting.clone(),
+        );
+        registry.register(
+            "fetch_requests_waiting",
+            "Fetch requests waiting for min.bytes of records or max.wait.ms",
+            fetch_waiting.clone(),
+        );
         registry.register("produced_bytes", "Record batch bytes appended by Produce", produced_records_bytes.clone());
         registry.register("fetched_bytes", "Record batch bytes returned by Fetch", fetched_records_bytes.clone());
         registry.register("offset_commits", "OffsetCommit requests handled", offset_commits.clone());
@@ -198,6 +292,8 @@ impl Metrics {
             "Consumer lag per partition of each group this broker coordinates (with --metrics-partition-series)",
             partition_lag.clone(),
         );
+        let topic_traffic = Arc::new(TopicTraffic::default());
+        registry.register_collector(Box::new(topic_traffic.clone()));
         registry.register(
             "log_end_offset",
             "Log end offset of each partition (with --metrics-partition-series)",
@@ -218,9 +314,13 @@ impl Metrics {
             requests,
             request_errors,
             request_latency,
+            request_phases,
             network_bytes_in,
             network_bytes_out,
             connections,
+            connections_opened,
+            produce_waiting,
+            fetch_waiting,
             produced_records_bytes,
             fetched_records_bytes,
             offset_commits,
@@ -236,6 +336,7 @@ impl Metrics {
             partition_series: AtomicBool::new(false),
             group_lag,
             partition_lag,
+            topic_traffic,
         }
     }
 
@@ -278,6 +379,7 @@ impl Metrics {
             i64::try_from(r.under_min_isr).unwrap_or(i64::MAX),
             i64::try_from(r.leaders).unwrap_or(i64::MAX),
             i64::try_from(r.replicas).unwrap_or(i64::MAX),
+            i64::try_from(r.reassigning).unwrap_or(i64::MAX),
         ];
         for (gauge, v) in self.replication.iter().zip(values) {
             gauge.set(v);
@@ -308,6 +410,11 @@ impl Metrics {
         self.request_latency.get_or_create(&labels).observe(seconds);
     }
 
+    /// Records the time a request of `api` spent in `phase`.
+    pub fn observe_request_phase(&self, api: &'static str, phase: &'static str, time: std::time::Duration) {
+        self.request_phases.get_or_create(&[("api", api), ("phase", phase)]).observe(time.as_secs_f64());
+    }
+
     /// Counts a request that failed so badly its connection was closed.
     pub fn observe_request_error(&self, api: &'static str) {
         self.request_errors.get_or_create(&[("api", api)]).inc();
@@ -329,6 +436,15 @@ impl Metrics {
         self.log_end_offset.clear();
         self.log_start_offset.clear();
         self.log_size_bytes.clear();
+        let mut traffic: BTreeMap<String, TrafficCounts> = BTreeMap::new();
+        for p in partitions {
+            let c = p.traffic.counts();
+            let sum = traffic.entry(p.topic.to_string()).or_default();
+            sum.bytes_in += c.bytes_in;
+            sum.records_in += c.records_in;
+            sum.bytes_out += c.bytes_out;
+        }
+        *self.topic_traffic.snapshot.lock() = traffic;
         let per_partition = if self.partition_series.load(Ordering::Relaxed) { partitions } else { &[] };
         for p in per_partition {
             let labels = [("topic", p.topic.to_string()), ("partition", p.index.to_string())];

@@ -160,6 +160,22 @@ fn prometheus_scraping_three_brokers_under_load_sees_what_the_alerts_need() {
         prometheus.query(r#"strom_consumer_group_partition_lag{group="stopped-group",partition="0"}"#).unwrap();
     assert_eq!(per_partition.iter().map(|(_, v)| v).sum::<f64>(), 70.0, "{per_partition:?}");
 
+    // Per-topic traffic: the 180 records produced to `lagged`, and at least their bytes read.
+    let records_in = r#"sum(strom_topic_records_in_total{topic="lagged"})"#;
+    wait_until(LIVE, || {
+        ensure!(value(&prometheus, records_in)? == 180.0, "records in not 180 yet");
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(clients::consume_n(&bootstrap, "lagged", 180, LIVE).unwrap().len(), 180);
+    wait_until(LIVE, || {
+        let bytes_in = value(&prometheus, r#"sum(strom_topic_bytes_in_total{topic="lagged"})"#)?;
+        let bytes_out = value(&prometheus, r#"sum(strom_topic_bytes_out_total{topic="lagged"})"#)?;
+        ensure!(bytes_in > 0.0 && bytes_out >= bytes_in, "in {bytes_in}, out {bytes_out}");
+        Ok(())
+    })
+    .unwrap();
+
     // Exactly one active controller; the controller killed under load: exactly one again (a
     // different broker), and its partitions under-replicated, in Prometheus, within a minute.
     let controllers = r#"sum by (strom_cluster) (strom_metadata_is_controller)"#;
@@ -255,8 +271,12 @@ fn prometheus_scraping_the_operator_and_its_brokers_has_data_for_every_alert() {
     let free = value(&prometheus, "min(strom_log_dir_free_bytes / strom_log_dir_total_bytes)").unwrap();
     wait_until(LIVE, || {
         let (pending, firing) = (prometheus.alerts("pending")?, prometheus.alerts("firing")?);
-        let names: Vec<&str> = pending.iter().filter_map(|a| a.get("alertname").map(String::as_str)).collect();
-        let want: Vec<&str> = if free < 0.1 { vec!["StromDiskNearlyFull"; 3] } else { vec![] };
+        let mut names: Vec<&str> = pending.iter().filter_map(|a| a.get("alertname").map(String::as_str)).collect();
+        // Near the 10 % line the disk may cross it while the test looks: not judged there.
+        if (0.09..0.11).contains(&free) {
+            names.retain(|n| *n != "StromDiskNearlyFull");
+        }
+        let want: Vec<&str> = if free < 0.09 { vec!["StromDiskNearlyFull"; 3] } else { vec![] };
         ensure!(names == want && firing.is_empty(), "free {free}: pending {pending:?}, firing {firing:?}");
         Ok(())
     })

@@ -92,6 +92,7 @@ pub async fn serve(node: Arc<Node>, stream: TcpStream, limits: ConnectionLimits,
         }
     }
     node.metrics.connections.inc();
+    node.metrics.connections_opened.inc();
     let end = run(&node, &peer, stream, &limits, &mut shutdown).await;
     node.metrics.connections.dec();
     match end {
@@ -110,6 +111,8 @@ const MAX_PIPELINED: usize = 64;
 struct Pending {
     api: &'static str,
     started: Instant,
+    /// When its handler returned (the end of its local time).
+    handled: Instant,
     reply: Reply,
 }
 
@@ -172,15 +175,38 @@ async fn read_requests(
         let api = router::api_of(&frame).map_or("unknown", |a| a.name);
         let started = Instant::now();
         let reply = router::handle_frame(node, peer, frame.freeze()).await;
+        let handled = Instant::now();
         // The budget is held until the request is handled (a deferred reply no longer needs it).
         drop(permits);
         let closing = matches!(reply, Reply::Close(_));
-        if tx.send(Pending { api, started, reply }).await.is_err() {
+        if tx.send(Pending { api, started, handled, reply }).await.is_err() {
             return End::Eof;
         }
         if closing {
             return End::Eof;
         }
+    }
+}
+
+/// Where one request's time went, as Kafka splits it (RequestMetrics' LocalTimeMs,
+/// ResponseQueueTimeMs, RemoteTimeMs, ResponseSendTimeMs); requests are read and handled in
+/// arrival order on their connection, so there is no request queue of Kafka's kind.
+struct Phases {
+    /// In its handler (appends, reads, lookups).
+    local: Duration,
+    /// Queued behind earlier responses of its connection.
+    response_queue: Duration,
+    /// Waiting for something else: acks=all replicas, a fetch's min.bytes, a group's join.
+    remote: Duration,
+}
+
+impl Phases {
+    fn observe(&self, node: &Node, api: &'static str, send: Duration) {
+        let m = &node.metrics;
+        m.observe_request_phase(api, "local", self.local);
+        m.observe_request_phase(api, "response_queue", self.response_queue);
+        m.observe_request_phase(api, "remote", self.remote);
+        m.observe_request_phase(api, "response_send", send);
     }
 }
 
@@ -221,10 +247,17 @@ async fn write_responses(
 ) -> Option<End> {
     let mut writer = BufWriter::with_capacity(64 * 1024, write_half);
     while let Some(pending) = rx.recv().await {
+        let picked = Instant::now();
         let mut reply = pending.reply;
         if let Reply::Deferred(later) = reply {
             reply = later.await;
         }
+        let ready = Instant::now();
+        let phases = Phases {
+            local: pending.handled - pending.started,
+            response_queue: picked.saturating_duration_since(pending.handled),
+            remote: ready - picked,
+        };
         match reply {
             Reply::Frame(buf) => {
                 node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64());
@@ -232,6 +265,7 @@ async fn write_responses(
                 if let Err(e) = writer.write_all(&buf).await {
                     return Some(End::Io(e));
                 }
+                phases.observe(node, pending.api, ready.elapsed());
             }
             Reply::Parts(parts) => {
                 node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64());
@@ -248,8 +282,12 @@ async fn write_responses(
                         return Some(End::Io(e));
                     }
                 }
+                phases.observe(node, pending.api, ready.elapsed());
             }
-            Reply::Nothing => node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64()),
+            Reply::Nothing => {
+                node.metrics.observe_request(pending.api, pending.started.elapsed().as_secs_f64());
+                phases.observe(node, pending.api, Duration::ZERO);
+            }
             Reply::Close(reason) => {
                 node.metrics.observe_request_error(pending.api);
                 let _ = writer.flush().await;

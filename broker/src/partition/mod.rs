@@ -21,6 +21,7 @@ pub mod leader_epochs;
 pub mod manager;
 pub mod producer_state;
 pub mod replication;
+pub mod traffic;
 
 #[cfg(test)]
 mod append_tests;
@@ -159,6 +160,8 @@ pub struct Partition {
     log_end: watch::Sender<i64>,
     /// Serialises fsyncs for acks=all with `flush_on_acks_all`; see [`Partition::flush_through`].
     flush_lock: tokio::sync::Mutex<i64>,
+    /// Bytes and records clients wrote and read here, for the per-topic metrics.
+    pub traffic: traffic::Traffic,
 }
 
 impl std::fmt::Debug for Partition {
@@ -225,6 +228,7 @@ impl Partition {
             high_watermark: watch::Sender::new(hw),
             log_end: watch::Sender::new(leo),
             flush_lock: tokio::sync::Mutex::new(-1),
+            traffic: traffic::Traffic::default(),
         })
     }
 

@@ -10,6 +10,7 @@
 //! the reply names their file ranges and the connection sends them with `sendfile`
 //! ([`crate::kafka::fetch_reply`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +24,9 @@ use crate::kafka::error_code;
 use crate::kafka::fetch_reply::FetchReply;
 use crate::kafka::fetch_session::{FetchPlan, PartitionKey, PartitionOutcome, PartitionRequest};
 use crate::log::FileSlice;
+use crate::metrics::Waiting;
 use crate::node::Node;
+use crate::partition::Partition;
 
 use super::topic_name;
 
@@ -118,6 +121,7 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply 
         {
             break read;
         }
+        let _waiting = Waiting::new(&node.metrics.fetch_waiting);
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             // Deadline passed: answer with whatever is there now.
@@ -125,6 +129,11 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply 
         }
     };
     node.metrics.fetched_records_bytes.inc_by(read.bytes as u64);
+    for (source, slice) in read.sources.iter().zip(&read.slices) {
+        if let (Some(partition), Some(slice)) = (source, slice) {
+            partition.traffic.fetched(slice.len as u64);
+        }
+    }
     let include = node.fetch_sessions.finish(&plan, &read.outcomes);
     let mut resp = FetchResponse::default();
     resp.session_id = plan.session_id;
@@ -163,6 +172,8 @@ struct Read {
     /// One per wanted partition, in order (records empty where `slices` has the range).
     partitions: Vec<PartitionData>,
     slices: Vec<Option<FileSlice>>,
+    /// The replica each slice was read from (for its traffic counters).
+    sources: Vec<Option<Arc<Partition>>>,
     outcomes: Vec<PartitionOutcome>,
     /// Record bytes in all.
     bytes: usize,
@@ -174,6 +185,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
     let mut out = Read {
         partitions: Vec::with_capacity(wanted.len()),
         slices: Vec::with_capacity(wanted.len()),
+        sources: Vec::with_capacity(wanted.len()),
         outcomes: Vec::with_capacity(wanted.len()),
         bytes: 0,
         any_error: false,
@@ -193,6 +205,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
         };
         let mut has_records = false;
         let mut found = None;
+        let mut source = None;
         match partition {
             Err(code) => p.error_code = code,
             Ok(partition) => {
@@ -209,6 +222,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
                             has_records = true;
                             out.bytes += slice.len;
                             found = Some(slice);
+                            source = Some(partition.clone());
                         }
                     }
                     Err(e) => {
@@ -231,6 +245,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
         });
         out.partitions.push(p);
         out.slices.push(found);
+        out.sources.push(source);
     }
     out
 }

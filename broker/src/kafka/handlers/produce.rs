@@ -18,6 +18,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use crate::kafka::error_code;
+use crate::metrics::Waiting;
 use crate::node::Node;
 use crate::partition::Partition;
 use crate::time::now_ms;
@@ -100,6 +101,8 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
             match partition.append(&records, acks, now) {
                 Ok(outcome) => {
                     node.metrics.produced_records_bytes.inc_by(size as u64);
+                    let records = u64::try_from(outcome.last_offset - outcome.base_offset + 1).unwrap_or(0);
+                    partition.traffic.produced(size as u64, records);
                     p.base_offset = outcome.base_offset;
                     p.log_append_time_ms = outcome.log_append_time;
                     p.log_start_offset = outcome.log_start_offset;
@@ -137,7 +140,8 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
     if confirms.is_empty() {
         return Outcome::Respond(resp);
     }
-    Outcome::Wait(Box::pin(confirm(resp, confirms, timeout, version)))
+    let waiting = Waiting::new(&node.metrics.produce_waiting);
+    Outcome::Wait(Box::pin(confirm(resp, confirms, timeout, version, waiting)))
 }
 
 /// Waits until each acks=all partition is confirmed; a partition that is not gets its error.
@@ -146,6 +150,7 @@ async fn confirm(
     confirms: Vec<Confirm>,
     timeout: Duration,
     version: i16,
+    _waiting: Waiting,
 ) -> ProduceResponse {
     // One deadline for the whole request, as its timeout is.
     let deadline = tokio::time::Instant::now() + timeout;
