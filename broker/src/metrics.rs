@@ -34,6 +34,10 @@ pub struct Metrics {
     request_errors: Family<ApiLabels, Counter>,
     request_latency: Family<ApiLabels, Histogram, HistogramMaker>,
     request_phases: Family<[(&'static str, &'static str); 2], Histogram, HistogramMaker>,
+    /// Runs of the periodic log work (flush of rolled segments, checkpoints, retention, cleaner).
+    background_tasks: Family<[(&'static str, &'static str); 1], Histogram, HistogramMaker>,
+    /// An acks=all produce's wait for its fsync (with `flush_on_acks_all`).
+    acks_all_fsync: Histogram,
     pub network_bytes_in: Counter,
     pub network_bytes_out: Counter,
     pub connections: Gauge,
@@ -213,6 +217,11 @@ impl Metrics {
             Family::<[(&'static str, &'static str); 2], Histogram, HistogramMaker>::new_with_constructor(
                 phase_histogram as HistogramMaker,
             );
+        let background_tasks =
+            Family::<[(&'static str, &'static str); 1], Histogram, HistogramMaker>::new_with_constructor(
+                phase_histogram as HistogramMaker,
+            );
+        let acks_all_fsync = phase_histogram();
         let network_bytes_in = Counter::default();
         let network_bytes_out = Counter::default();
         let connections = Gauge::default();
@@ -255,6 +264,18 @@ impl Metrics {
             "Where requests' time went, by API and phase: local (in the handler), response_queue (behind earlier \
              responses of the connection), remote (waiting for replicas, min.bytes or a group), response_send",
             request_phases.clone(),
+        );
+        registry.register(
+            "log_background_task_seconds",
+            "Runs of the periodic log work, by task: rolled_segment_flush (fsync of rolled segments), \
+             hw_checkpoint, retention, log_cleaner",
+            background_tasks.clone(),
+        );
+        registry.register(
+            "log_flush_acks_all_seconds",
+            "An acks=all produce's wait for the fsync of its records, with flush_on_acks_all (queueing behind \
+             other fsyncs of the partition included)",
+            acks_all_fsync.clone(),
         );
         registry.register("network_bytes_in", "Bytes read from Kafka client connections", network_bytes_in.clone());
         registry.register("network_bytes_out", "Bytes written to Kafka client connections", network_bytes_out.clone());
@@ -315,6 +336,8 @@ impl Metrics {
             request_errors,
             request_latency,
             request_phases,
+            background_tasks,
+            acks_all_fsync,
             network_bytes_in,
             network_bytes_out,
             connections,
@@ -413,6 +436,16 @@ impl Metrics {
     /// Records the time a request of `api` spent in `phase`.
     pub fn observe_request_phase(&self, api: &'static str, phase: &'static str, time: std::time::Duration) {
         self.request_phases.get_or_create(&[("api", api), ("phase", phase)]).observe(time.as_secs_f64());
+    }
+
+    /// Records one run of periodic log work.
+    pub fn observe_background_task(&self, task: &'static str, time: std::time::Duration) {
+        self.background_tasks.get_or_create(&[("task", task)]).observe(time.as_secs_f64());
+    }
+
+    /// Records an acks=all produce's wait for its fsync.
+    pub fn observe_acks_all_fsync(&self, time: std::time::Duration) {
+        self.acks_all_fsync.observe(time.as_secs_f64());
     }
 
     /// Counts a request that failed so badly its connection was closed.

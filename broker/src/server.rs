@@ -295,21 +295,24 @@ pub async fn run(
         shutdown.clone(),
     ));
     let checkpoint_task = tokio::spawn(every_blocking(
-        "high-watermark checkpoint",
+        ("high-watermark checkpoint", "hw_checkpoint"),
+        node.metrics.clone(),
         HIGH_WATERMARK_CHECKPOINT_MS,
         replicas.clone(),
         |r: &ReplicaManager, _| r.checkpoint_high_watermarks(),
         shutdown.clone(),
     ));
     let roll_flush_task = tokio::spawn(every_blocking(
-        "flush of rolled segments",
+        ("flush of rolled segments", "rolled_segment_flush"),
+        node.metrics.clone(),
         ROLLED_SEGMENT_FLUSH_MS,
         replicas.clone(),
         |r: &ReplicaManager, _| r.flush_rolled_segments(),
         shutdown.clone(),
     ));
     let retention_task = tokio::spawn(every_blocking(
-        "retention",
+        ("retention", "retention"),
+        node.metrics.clone(),
         config.log_retention_check_interval_ms,
         replicas.clone(),
         ReplicaManager::enforce_retention,
@@ -322,7 +325,8 @@ pub async fn run(
         shutdown.clone(),
     ));
     let cleaner_task = tokio::spawn(every_blocking(
-        "log cleaner",
+        ("log cleaner", "log_cleaner"),
+        node.metrics.clone(),
         config.log_cleaner_interval_ms,
         replicas.clone(),
         ReplicaManager::compact_all,
@@ -403,7 +407,8 @@ fn advertised(what: &'static str, given: Option<&str>, bound: SocketAddr) -> Res
 /// Runs `work` on a blocking thread every `interval_ms` until shutdown (retention, the log
 /// cleaner): file work must not stall the async workers.
 async fn every_blocking(
-    what: &'static str,
+    (what, label): (&'static str, &'static str),
+    metrics: Arc<Metrics>,
     interval_ms: u64,
     replicas: Arc<ReplicaManager>,
     work: fn(&ReplicaManager, i64),
@@ -417,9 +422,11 @@ async fn every_blocking(
             _ = ticker.tick() => {}
         }
         let r = replicas.clone();
+        let started = std::time::Instant::now();
         if let Err(e) = tokio::task::spawn_blocking(move || work(&r, now_ms())).await {
             tracing::error!(task = what, error = %e, "background task failed");
         }
+        metrics.observe_background_task(label, started.elapsed());
     }
 }
 

@@ -141,7 +141,7 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
         return Outcome::Respond(resp);
     }
     let waiting = Waiting::new(&node.metrics.produce_waiting);
-    Outcome::Wait(Box::pin(confirm(resp, confirms, timeout, version, waiting)))
+    Outcome::Wait(Box::pin(confirm(resp, confirms, timeout, version, waiting, node.metrics.clone())))
 }
 
 /// Waits until each acks=all partition is confirmed; a partition that is not gets its error.
@@ -151,6 +151,7 @@ async fn confirm(
     timeout: Duration,
     version: i16,
     _waiting: Waiting,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) -> ProduceResponse {
     // One deadline for the whole request, as its timeout is.
     let deadline = tokio::time::Instant::now() + timeout;
@@ -158,7 +159,9 @@ async fn confirm(
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         let mut result = Ok(());
         if c.fsync {
+            let started = std::time::Instant::now();
             result = c.partition.flush_through(c.last_offset).await;
+            metrics.observe_acks_all_fsync(started.elapsed());
         }
         if result.is_ok() {
             let min_insync = c.partition.config().min_insync_replicas;
