@@ -1,4 +1,4 @@
-//! The HTTP endpoint: `/metrics` (Prometheus text), `/healthz` (the process is serving) and
+//! The HTTP endpoint: `/metrics` (OpenMetrics or Prometheus text, as the scraper asks), `/healthz` (the process is serving) and
 //! `/readyz` (the broker is registered with the controller, unfenced, and has applied the
 //! metadata that says so: it serves what it hosts).
 
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
@@ -16,6 +16,7 @@ use crate::group::GroupCoordinator;
 use crate::metadata::runtime::Metadata;
 use crate::metrics::{LogDirStats, MetadataStats, Metrics, ReplicationStats};
 use crate::partition::ReplicaManager;
+use crate::replication::service::Throttle;
 use crate::replication::{IsrChanges, ReplicaFetchers};
 use crate::shutdown::Shutdown;
 
@@ -28,6 +29,8 @@ pub struct HttpState {
     pub metadata: Metadata,
     pub fetchers: Arc<ReplicaFetchers>,
     pub isr_changes: Arc<IsrChanges>,
+    /// The reassignment throttle of the replicas this broker leads.
+    pub throttle: Arc<Throttle>,
     pub ready: Arc<AtomicBool>,
     /// The data directory, for its filesystem's size and free space.
     pub data_dir: std::path::PathBuf,
@@ -76,6 +79,7 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
     let max_follower_lag = led.iter().flat_map(|p| p.follower_lag()).map(|(_, lag)| lag).max().unwrap_or(0);
     let image = state.metadata.state_machine.image();
     let reassigning = image.partitions().filter(|(_, _, p)| p.is_reassigning()).count();
+    let fetcher_max_lag = state.fetchers.stats.lags().iter().map(|(_, _, lag)| *lag).max().unwrap_or(0);
     ReplicationStats {
         under_replicated,
         offline: image.partitions().filter(|(_, _, p)| p.leader < 0 || !image.is_live(p.leader)).count(),
@@ -86,6 +90,10 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
         leaders: led.len(),
         replicas,
         reassigning,
+        fetcher_max_lag,
+        fetcher_bytes: state.fetchers.stats.bytes(),
+        throttled_bytes: state.throttle.throttled_bytes(),
+        throttled_fetches: state.throttle.held_back(),
     }
 }
 
@@ -104,12 +112,15 @@ fn log_dir_stats(dir: &std::path::Path) -> LogDirStats {
     }
 }
 
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> impl IntoResponse {
     state.metrics.set_metadata(&metadata_stats(&state.metadata));
     state.metrics.set_replication(&replication_stats(&state));
+    state.metrics.set_fetcher_lags(&state.fetchers.stats.lags());
     state.metrics.set_log_dir(&log_dir_stats(&state.data_dir));
     let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, body) = strom_proto::exposition::negotiate(body, accept);
+    ([(header::CONTENT_TYPE, content_type)], body)
 }
 
 async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {

@@ -32,6 +32,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<ApiLabels, Counter>,
     request_errors: Family<ApiLabels, Counter>,
+    response_errors: Family<[(&'static str, &'static str); 2], Counter>,
     request_latency: Family<ApiLabels, Histogram, HistogramMaker>,
     request_phases: Family<[(&'static str, &'static str); 2], Histogram, HistogramMaker>,
     /// Runs of the periodic log work (flush of rolled segments, checkpoints, retention, cleaner).
@@ -56,7 +57,9 @@ pub struct Metrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     log_size_bytes: Family<PartitionLabels, Gauge>,
     metadata: [Gauge; 8],
-    replication: [Gauge; 9],
+    replication: [Gauge; 8],
+    replication_counters: Arc<ReplicationCounters>,
+    fetcher_lag: Family<PartitionLabels, Gauge>,
     log_dir: [Gauge; 2],
     /// The consumer lag of the groups this broker coordinates ([`crate::admin::lag`]).
     pub consumer_lag: ConsumerLag,
@@ -131,13 +134,20 @@ pub struct ReplicationStats {
     pub replicas: usize,
     /// Partitions being reassigned, cluster-wide (from the metadata image).
     pub reassigning: usize,
+    /// The follower side: the largest lag of a partition this broker follows behind its
+    /// leader's high watermark (Kafka's `ReplicaFetcherManager` MaxLag).
+    pub fetcher_max_lag: i64,
+    /// Record bytes this broker's fetchers brought from leaders.
+    pub fetcher_bytes: u64,
+    /// Record bytes sent to replicas under the reassignment throttle.
+    pub throttled_bytes: u64,
+    /// Fetches of throttled replicas answered empty because the throttle was spent.
+    pub throttled_fetches: u64,
 }
 
-const REPLICATION_GAUGES: [(&str, &str); 9] = [
+const REPLICATION_GAUGES: [(&str, &str); 8] = [
     ("under_replicated_partitions", "Partitions led by this broker with fewer in-sync replicas than replicas"),
     ("offline_partitions", "Partitions without a leader in the cluster"),
-    ("isr_shrinks_total", "ISR shrinks committed for partitions this broker leads"),
-    ("isr_expands_total", "ISR expansions committed for partitions this broker leads"),
     ("follower_lag_max", "Largest lag, in offsets, of a follower behind a partition this broker leads"),
     (
         "under_min_isr_partitions",
@@ -146,7 +156,41 @@ const REPLICATION_GAUGES: [(&str, &str); 9] = [
     ("leader_partitions", "Partitions this broker leads"),
     ("partitions", "Partition replicas this broker hosts"),
     ("reassigning_partitions", "Partitions being reassigned, cluster-wide"),
+    (
+        "replica_fetcher_lag_max",
+        "Largest lag, in offsets, of a partition this broker follows behind its leader's high watermark",
+    ),
 ];
+
+/// (name, help) of each replication counter, in [`ReplicationStats`] order.
+const REPLICATION_COUNTERS: [(&str, &str); 5] = [
+    ("isr_shrinks", "ISR shrinks committed for partitions this broker leads"),
+    ("isr_expands", "ISR expansions committed for partitions this broker leads"),
+    ("replica_fetcher_bytes", "Record bytes this broker's replica fetchers brought from partition leaders"),
+    ("replication_throttled_bytes", "Record bytes sent to replicas under the reassignment throttle"),
+    (
+        "replication_throttled_fetches",
+        "Partition fetches of throttled replicas answered empty because the throttle's rate was spent",
+    ),
+];
+
+/// Counters kept elsewhere (the ISR changes, the fetchers, the throttle), copied at scrape
+/// time.
+#[derive(Debug, Default)]
+struct ReplicationCounters {
+    values: parking_lot::Mutex<[u64; 5]>,
+}
+
+impl Collector for ReplicationCounters {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let values = *self.values.lock();
+        for ((name, help), value) in REPLICATION_COUNTERS.iter().zip(values) {
+            let family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(value).encode(family)?;
+        }
+        Ok(())
+    }
+}
 
 /// The filesystem holding the data directory, read at scrape time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -211,6 +255,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("strom");
         let requests = Family::<ApiLabels, Counter>::default();
         let request_errors = Family::<ApiLabels, Counter>::default();
+        let response_errors = Family::<[(&'static str, &'static str); 2], Counter>::default();
         let request_latency =
             Family::<ApiLabels, Histogram, HistogramMaker>::new_with_constructor(latency_histogram as HistogramMaker);
         let request_phases =
@@ -240,10 +285,19 @@ impl Metrics {
         for ((name, help), gauge) in METADATA_GAUGES.iter().zip(&metadata) {
             registry.register(*name, *help, gauge.clone());
         }
-        let replication: [Gauge; 9] = Default::default();
+        let replication: [Gauge; 8] = Default::default();
         for ((name, help), gauge) in REPLICATION_GAUGES.iter().zip(&replication) {
             registry.register(*name, *help, gauge.clone());
         }
+        let replication_counters = Arc::new(ReplicationCounters::default());
+        registry.register_collector(Box::new(replication_counters.clone()));
+        let fetcher_lag = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "replica_fetcher_lag",
+            "Lag, in offsets, of each partition this broker follows behind its leader's high watermark (with \
+             --metrics-partition-series)",
+            fetcher_lag.clone(),
+        );
         let log_dir: [Gauge; 2] = Default::default();
         for ((name, help), gauge) in LOG_DIR_GAUGES.iter().zip(&log_dir) {
             registry.register(*name, *help, gauge.clone());
@@ -253,6 +307,11 @@ impl Metrics {
             "kafka_request_errors",
             "Kafka requests that closed their connection, by API",
             request_errors.clone(),
+        );
+        registry.register(
+            "kafka_response_errors",
+            "Error codes in Kafka responses (top-level, per resource and per partition), by API and error",
+            response_errors.clone(),
         );
         registry.register(
             "kafka_request_duration_seconds",
@@ -334,6 +393,7 @@ impl Metrics {
             registry,
             requests,
             request_errors,
+            response_errors,
             request_latency,
             request_phases,
             background_tasks,
@@ -354,6 +414,8 @@ impl Metrics {
             log_size_bytes,
             metadata,
             replication,
+            replication_counters,
+            fetcher_lag,
             log_dir,
             consumer_lag: ConsumerLag::default(),
             partition_series: AtomicBool::new(false),
@@ -391,21 +453,35 @@ impl Metrics {
         }
     }
 
-    /// Sets the replication gauges (called at scrape time).
+    /// Sets the replication gauges and counters (called at scrape time).
     pub fn set_replication(&self, r: &ReplicationStats) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let values = [
-            i64::try_from(r.under_replicated).unwrap_or(i64::MAX),
-            i64::try_from(r.offline).unwrap_or(i64::MAX),
-            i64::try_from(r.isr_shrinks).unwrap_or(i64::MAX),
-            i64::try_from(r.isr_expands).unwrap_or(i64::MAX),
+            count(r.under_replicated),
+            count(r.offline),
             r.max_follower_lag,
-            i64::try_from(r.under_min_isr).unwrap_or(i64::MAX),
-            i64::try_from(r.leaders).unwrap_or(i64::MAX),
-            i64::try_from(r.replicas).unwrap_or(i64::MAX),
-            i64::try_from(r.reassigning).unwrap_or(i64::MAX),
+            count(r.under_min_isr),
+            count(r.leaders),
+            count(r.replicas),
+            count(r.reassigning),
+            r.fetcher_max_lag,
         ];
         for (gauge, v) in self.replication.iter().zip(values) {
             gauge.set(v);
+        }
+        *self.replication_counters.values.lock() =
+            [r.isr_shrinks, r.isr_expands, r.fetcher_bytes, r.throttled_bytes, r.throttled_fetches];
+    }
+
+    /// Sets each followed partition's fetcher lag, if per-partition series are on.
+    pub fn set_fetcher_lags(&self, lags: &[(String, i32, i64)]) {
+        self.fetcher_lag.clear();
+        if self.partition_series.load(Ordering::Relaxed) {
+            for (topic, partition, lag) in lags {
+                self.fetcher_lag
+                    .get_or_create(&[("topic", topic.clone()), ("partition", partition.to_string())])
+                    .set(*lag);
+            }
         }
     }
 
@@ -446,6 +522,11 @@ impl Metrics {
     /// Records an acks=all produce's wait for its fsync.
     pub fn observe_acks_all_fsync(&self, time: std::time::Duration) {
         self.acks_all_fsync.observe(time.as_secs_f64());
+    }
+
+    /// Counts one error code (Kafka's name for it) in a response of `api`.
+    pub fn observe_response_error(&self, api: &'static str, error: &'static str) {
+        self.response_errors.get_or_create(&[("api", api), ("error", error)]).inc();
     }
 
     /// Counts a request that failed so badly its connection was closed.

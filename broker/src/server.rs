@@ -32,6 +32,7 @@ use crate::metadata::{Catalog, ClusterIdentity, ProducerIdAllocator};
 use crate::metrics::Metrics;
 use crate::node::{Node, FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX};
 use crate::partition::ReplicaManager;
+use crate::replication::service::Throttle;
 use crate::replication::{FetcherConfig, IsrChanges, ReplicaFetchers, ReplicationService};
 use crate::shutdown::{self, Shutdown};
 use crate::time::now_ms;
@@ -148,8 +149,9 @@ pub async fn run(
     .await?;
     let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
     let (epoch_tx, epoch_rx) = watch::channel(None);
+    let throttle = Arc::new(Throttle::default());
     let replication =
-        ReplicationService { replicas: replicas.clone(), image: metadata.image(), throttle: Default::default() };
+        ReplicationService { replicas: replicas.clone(), image: metadata.image(), throttle: throttle.clone() };
     let admin = AdminService::new();
     let internal_task =
         tokio::spawn(internal::run(internal_listener, metadata.clone(), replication, admin.clone(), internal_shutdown));
@@ -197,6 +199,7 @@ pub async fn run(
         metadata: metadata.clone(),
         fetchers,
         isr_changes: isr_changes.clone(),
+        throttle,
         ready,
         data_dir: config.data_dir.clone(),
     };

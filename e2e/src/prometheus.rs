@@ -78,8 +78,15 @@ impl Prometheus {
         let dir = tempfile::Builder::new().prefix("strom-prometheus-").tempdir()?;
         let [addr] = free_local_addrs::<1>()?;
         let secs = format!("{}s", interval.as_secs().max(1));
+        // OpenMetrics only, so that a target serving it wrongly is down rather than parsed
+        // with the classic format as a fallback.
         let mut config = serde_json::json!({
-            "global": {"scrape_interval": secs, "evaluation_interval": secs, "scrape_timeout": secs},
+            "global": {
+                "scrape_interval": secs,
+                "evaluation_interval": secs,
+                "scrape_timeout": secs,
+                "scrape_protocols": ["OpenMetricsText1.0.0"],
+            },
             "rule_files": rule_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "scrape_configs": [],
         });

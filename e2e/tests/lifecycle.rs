@@ -33,6 +33,11 @@ fn http_endpoints_answer_health_readiness_and_prometheus_metrics() {
         "/metrics is not Prometheus text:\n{}",
         &metrics.body[..metrics.body.len().min(500)]
     );
+    // Without an Accept header asking for OpenMetrics: the classic format (a counter family
+    // named as its samples, no `# EOF`); Prometheus, which asks, gets OpenMetrics
+    // (observability.rs scrapes with it).
+    assert!(metrics.body.lines().any(|l| l == "# TYPE strom_network_bytes_in_total counter"), "{}", metrics.body);
+    assert!(!metrics.body.contains("# EOF"), "{}", metrics.body);
     let missing = broker.http_get("/no-such-page").expect("GET unknown path");
     assert_eq!(missing.status, 404, "an unknown path is 404");
 }

@@ -132,6 +132,27 @@ fn prometheus_scraping_three_brokers_under_load_sees_what_the_alerts_need() {
             .unwrap_or_else(|e| panic!("{name}: {e:#}\nprometheus log:\n{}", prometheus.log()));
     }
 
+    // Error codes in responses are counted per API and code: a real client's CreateTopics of
+    // a topic that exists.
+    let exists = clients::create_topic_with(&admin, "load", 3, 3, &[]).unwrap();
+    assert!(exists.is_err(), "{exists:?}");
+    let errors = r#"sum(strom_kafka_response_errors_total{api="CreateTopics",error="TOPIC_ALREADY_EXISTS"})"#;
+    wait_until(LIVE, || {
+        ensure!(value(&prometheus, errors)? == 1.0, "{errors}: not 1 yet");
+        Ok(())
+    })
+    .unwrap();
+
+    // The followers' side of replication: bytes fetched, and a lag series per followed
+    // partition (3 partitions of 2 topics, 2 followers each).
+    wait_until(LIVE, || {
+        ensure!(value(&prometheus, "sum(strom_replica_fetcher_bytes_total)")? > 0.0, "no replica fetcher bytes");
+        let followed = prometheus.query(r#"strom_replica_fetcher_lag{topic=~"load|lagged"}"#)?;
+        ensure!(followed.len() == 12, "{} followed partitions: {followed:?}", followed.len());
+        Ok(())
+    })
+    .unwrap();
+
     // Every panel of the dashboard has data ($cluster: all; Grafana's rate interval: 30 s).
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(e2e::prometheus::dashboard_file()).unwrap()).unwrap();

@@ -1,11 +1,11 @@
-//! The operator's HTTP endpoint: `/metrics` (Prometheus text), `/healthz` (the process runs),
+//! The operator's HTTP endpoint: `/metrics` (OpenMetrics or Prometheus text, as the scraper asks), `/healthz` (the process runs),
 //! `/readyz` (it has started its controllers, or waits as a standby for the Lease: both are
 //! a healthy replica).
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
@@ -27,6 +27,8 @@ pub async fn serve(
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
-async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics.encode())
+async fn metrics_text(State(metrics): State<Arc<Metrics>>, headers: HeaderMap) -> impl IntoResponse {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, body) = strom_proto::exposition::negotiate(metrics.encode(), accept);
+    ([(header::CONTENT_TYPE, content_type)], body)
 }

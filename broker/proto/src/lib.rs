@@ -6,6 +6,10 @@
 //!   heartbeats, topic writes, producer-id blocks, ISR changes, quorum description).
 //! - [`replication`]: `strom.replication.v1`, followers fetching from partition leaders.
 //! - [`admin`]: `strom.admin.v1`, the cluster's admin API (the CLI, the operator).
+//! - [`exposition`]: the Prometheus formats `/metrics` serves (OpenMetrics and the classic
+//!   text), chosen by the scraper's `Accept` header.
+
+pub mod exposition;
 
 /// `strom.raft.v1`.
 #[allow(clippy::all, clippy::pedantic, missing_docs, missing_debug_implementations)]

@@ -11,6 +11,7 @@
 //!   computed from it, so what is advertised is exactly what is routed.
 //! - [`handlers`]: one file per API key.
 //! - [`error_code`]: the one place where Strom's errors become Kafka error codes.
+//! - [`response_errors`]: the error codes a response holds, counted per API and code.
 //! - [`fetch_reply`]: Fetch responses spliced around `sendfile` of the segment ranges.
 //! - [`fetch_session`]: KIP-227 fetch sessions, the bookkeeping behind incremental fetches.
 
@@ -20,5 +21,6 @@ pub mod fetch_reply;
 pub mod fetch_session;
 pub mod handlers;
 pub mod listener;
+pub mod response_errors;
 pub mod router;
 pub mod versions;

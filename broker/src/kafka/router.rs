@@ -16,10 +16,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use crate::metrics::Metrics;
 use crate::node::Node;
 
 use super::fetch_reply::{self, Part};
 use super::handlers;
+use super::response_errors::{self, ErrorCodes};
 use super::versions::{self, SupportedApi};
 
 /// What the connection does after a request.
@@ -122,112 +124,205 @@ async fn dispatch(
     match key {
         ApiKey::ApiVersions => {
             let req = req!(ApiVersionsRequest);
-            encode(key, version, c, &handlers::api_versions::handle(&req, version))
+            respond(&node.metrics, key, version, c, &handlers::api_versions::handle(&req, version))
         }
-        ApiKey::Metadata => {
-            encode(key, version, c, &handlers::metadata::handle(node, req!(MetadataRequest), version).await)
-        }
+        ApiKey::Metadata => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::metadata::handle(node, req!(MetadataRequest), version).await,
+        ),
         ApiKey::Produce => match handlers::produce::handle(node, req!(ProduceRequest), version) {
-            handlers::produce::Outcome::Respond(resp) => encode(key, version, c, &resp),
+            handlers::produce::Outcome::Respond(resp) => respond(&node.metrics, key, version, c, &resp),
             handlers::produce::Outcome::Wait(later) => {
-                Reply::Deferred(Box::pin(async move { encode(key, version, c, &later.await) }))
+                let metrics = node.metrics.clone();
+                Reply::Deferred(Box::pin(async move { respond(&metrics, key, version, c, &later.await) }))
             }
             handlers::produce::Outcome::NoResponse => Reply::Nothing,
             handlers::produce::Outcome::Close(reason) => Reply::Close(reason),
         },
         ApiKey::Fetch => {
-            fetch_reply::encode(version, c, handlers::fetch::handle(node, req!(FetchRequest), version).await)
+            let reply = handlers::fetch::handle(node, req!(FetchRequest), version).await;
+            count_errors(&node.metrics, key, &reply.response);
+            fetch_reply::encode(version, c, reply)
         }
-        ApiKey::ListOffsets => {
-            encode(key, version, c, &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version))
-        }
-        ApiKey::CreateTopics => {
-            encode(key, version, c, &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version).await)
-        }
-        ApiKey::DeleteTopics => {
-            encode(key, version, c, &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version).await)
-        }
-        ApiKey::CreatePartitions => {
-            encode(key, version, c, &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)).await)
-        }
-        ApiKey::DescribeConfigs => {
-            encode(key, version, c, &handlers::describe_configs::handle(node, req!(DescribeConfigsRequest), version))
-        }
-        ApiKey::AlterConfigs => {
-            encode(key, version, c, &handlers::alter_configs::handle(node, req!(AlterConfigsRequest)).await)
-        }
-        ApiKey::IncrementalAlterConfigs => encode(
+        ApiKey::ListOffsets => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::list_offsets::handle(node, req!(ListOffsetsRequest), version),
+        ),
+        ApiKey::CreateTopics => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::create_topics::handle(node, req!(CreateTopicsRequest), version).await,
+        ),
+        ApiKey::DeleteTopics => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::delete_topics::handle(node, req!(DeleteTopicsRequest), version).await,
+        ),
+        ApiKey::CreatePartitions => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::create_partitions::handle(node, req!(CreatePartitionsRequest)).await,
+        ),
+        ApiKey::DescribeConfigs => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::describe_configs::handle(node, req!(DescribeConfigsRequest), version),
+        ),
+        ApiKey::AlterConfigs => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::alter_configs::handle(node, req!(AlterConfigsRequest)).await,
+        ),
+        ApiKey::IncrementalAlterConfigs => respond(
+            &node.metrics,
             key,
             version,
             c,
             &handlers::incremental_alter_configs::handle(node, req!(IncrementalAlterConfigsRequest)).await,
         ),
-        ApiKey::DescribeQuorum => encode(
+        ApiKey::DescribeQuorum => respond(
+            &node.metrics,
             key,
             version,
             c,
             &handlers::describe_quorum::handle(node, req!(DescribeQuorumRequest), version).await,
         ),
-        ApiKey::ElectLeaders => {
-            encode(key, version, c, &handlers::elect_leaders::handle(node, req!(ElectLeadersRequest), version).await)
-        }
-        ApiKey::AlterPartitionReassignments => encode(
+        ApiKey::ElectLeaders => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::elect_leaders::handle(node, req!(ElectLeadersRequest), version).await,
+        ),
+        ApiKey::AlterPartitionReassignments => respond(
+            &node.metrics,
             key,
             version,
             c,
             &handlers::alter_partition_reassignments::handle(node, req!(AlterPartitionReassignmentsRequest)).await,
         ),
-        ApiKey::ListPartitionReassignments => encode(
+        ApiKey::ListPartitionReassignments => respond(
+            &node.metrics,
             key,
             version,
             c,
             &handlers::list_partition_reassignments::handle(node, req!(ListPartitionReassignmentsRequest)),
         ),
-        ApiKey::DescribeCluster => {
-            encode(key, version, c, &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest)))
-        }
+        ApiKey::DescribeCluster => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::describe_cluster::handle(node, req!(DescribeClusterRequest)),
+        ),
         ApiKey::DeleteRecords => {
-            encode(key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest)))
+            respond(&node.metrics, key, version, c, &handlers::delete_records::handle(node, req!(DeleteRecordsRequest)))
         }
-        ApiKey::InitProducerId => {
-            encode(key, version, c, &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)).await)
-        }
-        ApiKey::FindCoordinator => encode(
+        ApiKey::InitProducerId => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)).await,
+        ),
+        ApiKey::FindCoordinator => respond(
+            &node.metrics,
             key,
             version,
             c,
             &handlers::find_coordinator::handle(node, req!(FindCoordinatorRequest), version).await,
         ),
-        ApiKey::JoinGroup => {
-            encode(key, version, c, &handlers::join_group::handle(node, client, req!(JoinGroupRequest), version).await)
+        ApiKey::JoinGroup => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::join_group::handle(node, client, req!(JoinGroupRequest), version).await,
+        ),
+        ApiKey::SyncGroup => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::sync_group::handle(node, req!(SyncGroupRequest), version).await,
+        ),
+        ApiKey::Heartbeat => {
+            respond(&node.metrics, key, version, c, &handlers::heartbeat::handle(node, req!(HeartbeatRequest)))
         }
-        ApiKey::SyncGroup => {
-            encode(key, version, c, &handlers::sync_group::handle(node, req!(SyncGroupRequest), version).await)
-        }
-        ApiKey::Heartbeat => encode(key, version, c, &handlers::heartbeat::handle(node, req!(HeartbeatRequest))),
-        ApiKey::LeaveGroup => {
-            encode(key, version, c, &handlers::leave_group::handle(node, req!(LeaveGroupRequest), version))
-        }
-        ApiKey::OffsetCommit => {
-            encode(key, version, c, &handlers::offset_commit::handle(node, req!(OffsetCommitRequest), version).await)
-        }
-        ApiKey::OffsetFetch => {
-            encode(key, version, c, &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version))
-        }
-        ApiKey::DescribeGroups => {
-            encode(key, version, c, &handlers::describe_groups::handle(node, req!(DescribeGroupsRequest), version))
-        }
-        ApiKey::ListGroups => {
-            encode(key, version, c, &handlers::list_groups::handle(node, req!(ListGroupsRequest), version))
-        }
+        ApiKey::LeaveGroup => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::leave_group::handle(node, req!(LeaveGroupRequest), version),
+        ),
+        ApiKey::OffsetCommit => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::offset_commit::handle(node, req!(OffsetCommitRequest), version).await,
+        ),
+        ApiKey::OffsetFetch => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version),
+        ),
+        ApiKey::DescribeGroups => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::describe_groups::handle(node, req!(DescribeGroupsRequest), version),
+        ),
+        ApiKey::ListGroups => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::list_groups::handle(node, req!(ListGroupsRequest), version),
+        ),
         ApiKey::DeleteGroups => {
-            encode(key, version, c, &handlers::delete_groups::handle(node, req!(DeleteGroupsRequest)))
+            respond(&node.metrics, key, version, c, &handlers::delete_groups::handle(node, req!(DeleteGroupsRequest)))
         }
         ApiKey::OffsetDelete => {
-            encode(key, version, c, &handlers::offset_delete::handle(node, req!(OffsetDeleteRequest)))
+            respond(&node.metrics, key, version, c, &handlers::offset_delete::handle(node, req!(OffsetDeleteRequest)))
         }
         other => Reply::Close(format!("API {other:?} is listed as supported but has no route")),
     }
+}
+
+/// Counts the error codes in a response, then encodes it.
+fn respond<R: Encodable + ErrorCodes>(metrics: &Metrics, key: ApiKey, version: i16, c: i32, body: &R) -> Reply {
+    count_errors(metrics, key, body);
+    encode(key, version, c, body)
+}
+
+fn count_errors(metrics: &Metrics, key: ApiKey, body: &dyn ErrorCodes) {
+    let api = versions::lookup(key).map_or("unknown", |a| a.name);
+    body.each_code(&mut |code| {
+        if code != 0 {
+            metrics.observe_response_error(api, response_errors::error_name(code));
+        }
+    });
 }
 
 /// Encodes a response frame: size prefix, response header (the version the API prescribes),

@@ -10,6 +10,7 @@
 //! leader has held the old request for up to `replica.fetch.wait.max.ms`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,40 @@ pub struct FetcherConfig {
 
 type Targets = BTreeMap<(String, i32), FollowTarget>;
 
+/// What the fetch loops have done, for metrics (Kafka's `FetcherLagMetrics` and
+/// `FetcherStats`).
+#[derive(Debug, Default)]
+pub struct FetcherStats {
+    /// Record bytes fetched from leaders and appended.
+    bytes: AtomicU64,
+    /// Each followed partition's lag after its last fetch: the leader's high watermark minus
+    /// this replica's log end offset (Kafka's replica fetcher lag).
+    lag: Mutex<BTreeMap<(String, i32), i64>>,
+}
+
+impl FetcherStats {
+    /// Record bytes fetched from leaders since start.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// (topic, partition, lag) of every followed partition fetched at least once.
+    pub fn lags(&self) -> Vec<(String, i32, i64)> {
+        self.lag.lock().iter().map(|((t, p), lag)| (t.clone(), *p, *lag)).collect()
+    }
+
+    fn record(&self, topic: &str, partition: i32, lag: i64, bytes: usize) {
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        let mut lags = self.lag.lock();
+        match lags.get_mut(&(topic.to_string(), partition)) {
+            Some(l) => *l = lag.max(0),
+            None => {
+                lags.insert((topic.to_string(), partition), lag.max(0));
+            }
+        }
+    }
+}
+
 struct Loop {
     partitions: Arc<Mutex<Targets>>,
     changed: Arc<Notify>,
@@ -63,6 +98,7 @@ pub struct ReplicaFetchers {
     epoch: watch::Receiver<Option<u64>>,
     shutdown: Shutdown,
     loops: Mutex<HashMap<i32, Loop>>,
+    pub stats: Arc<FetcherStats>,
 }
 
 impl std::fmt::Debug for ReplicaFetchers {
@@ -80,11 +116,21 @@ impl ReplicaFetchers {
         epoch: watch::Receiver<Option<u64>>,
         shutdown: Shutdown,
     ) -> ReplicaFetchers {
-        ReplicaFetchers { config, replicas, channels, image, epoch, shutdown, loops: Mutex::new(HashMap::new()) }
+        ReplicaFetchers {
+            config,
+            replicas,
+            channels,
+            image,
+            epoch,
+            shutdown,
+            loops: Mutex::new(HashMap::new()),
+            stats: Arc::default(),
+        }
     }
 
     /// Follow exactly `wanted` from now on.
     pub fn set(&self, wanted: Targets) {
+        self.stats.lag.lock().retain(|key, _| wanted.contains_key(key));
         let mut by_leader: HashMap<i32, Targets> = HashMap::new();
         for (key, target) in wanted {
             by_leader.entry(target.leader).or_default().insert(key, target);
@@ -119,6 +165,7 @@ impl ReplicaFetchers {
                         partitions: partitions.clone(),
                         changed: changed.clone(),
                         shutdown: self.shutdown.clone(),
+                        stats: self.stats.clone(),
                     }));
                     tracing::info!(leader, "started fetching from a leader");
                     loops.insert(leader, Loop { partitions, changed, task });
@@ -149,6 +196,7 @@ struct FetchLoop {
     partitions: Arc<Mutex<Targets>>,
     changed: Arc<Notify>,
     shutdown: Shutdown,
+    stats: Arc<FetcherStats>,
 }
 
 async fn fetch_loop(mut l: FetchLoop) {
@@ -254,7 +302,8 @@ async fn fetch_loop(mut l: FetchLoop) {
             }
         };
         let fsync = l.config.fsync_before_next_fetch;
-        let applied = tokio::task::spawn_blocking(move || apply_all(partitions, &local, fsync)).await;
+        let stats = l.stats.clone();
+        let applied = tokio::task::spawn_blocking(move || apply_all(partitions, &local, fsync, &stats)).await;
         match applied {
             Ok(true) => backoff = Duration::from_millis(50),
             Ok(false) => {
@@ -276,12 +325,19 @@ fn apply_all(
     partitions: Vec<PartitionData>,
     local: &HashMap<(String, i32), (Arc<Partition>, i32)>,
     fsync: bool,
+    stats: &FetcherStats,
 ) -> bool {
     let mut progress = false;
     for data in partitions {
         let Some((replica, fetched_in)) = local.get(&(data.topic.clone(), data.partition)) else { continue };
         match apply(replica, *fetched_in, &data, fsync) {
-            Ok(p) => progress |= p,
+            Ok(p) => {
+                progress |= p;
+                if p && data.high_watermark >= 0 {
+                    let lag = data.high_watermark - replica.log_end_offset();
+                    stats.record(&data.topic, data.partition, lag, data.records.len());
+                }
+            }
             Err(e @ crate::partition::PartitionError::NotFollowing { .. }) => {
                 // The metadata moved on while the fetch was in flight (this broker may lead
                 // now): the answer is stale, and the next fetch uses the new role.

@@ -34,6 +34,10 @@ pub struct ReplicationService {
 #[derive(Debug, Default)]
 pub struct Throttle {
     state: parking_lot::Mutex<Option<(f64, std::time::Instant)>>,
+    /// Record bytes sent to throttled replicas since start.
+    sent: std::sync::atomic::AtomicU64,
+    /// Partition fetches answered empty because the throttle was spent.
+    held_back: std::sync::atomic::AtomicU64,
 }
 
 impl Throttle {
@@ -51,8 +55,20 @@ impl Throttle {
         }
     }
 
+    /// Record bytes sent to throttled replicas since start (Kafka's throttled
+    /// `LeaderReplication` byte rate, as a count).
+    pub fn throttled_bytes(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Partition fetches of throttled replicas answered empty because the rate was spent.
+    pub fn held_back(&self) -> u64 {
+        self.held_back.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Records that `bytes` were sent (may go into debt: a whole batch is never split).
     fn spend(&self, bytes: usize) {
+        self.sent.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
         if let Some((tokens, _)) = self.state.lock().as_mut() {
             *tokens -= bytes as f64;
         }
@@ -97,6 +113,7 @@ impl ReplicationService {
                 match self.throttle.allowance(rate) {
                     0 => {
                         // Over the throttle: nothing for this replica until tokens come back.
+                        self.throttle.held_back.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         out.push(PartitionData {
                             topic: p.topic.clone(),
                             partition: p.partition,
