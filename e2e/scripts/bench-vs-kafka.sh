@@ -50,7 +50,8 @@
 #
 # Output: DIR/results.tsv (raw, one line per client run; rows of the systems and topologies
 # of this invocation replace earlier ones, so `--only kafka` and `--only strom` can be run
-# separately), DIR/results.md (printed too) with Kafka, Strom and Strom/Kafka per row.
+# separately), DIR/results.md (printed too) with Kafka, Strom and Strom/Kafka per row,
+# DIR/charts/*.svg (`strom-load charts`: throughput and latency, Kafka beside Strom).
 # --write-docs puts that section, with the date, machine and commands, between the
 # `<!-- bench-vs-kafka:begin -->` and `<!-- bench-vs-kafka:end -->` lines of
 # docs/benchmarks.md (appended if they are missing; BENCH_DOCS overrides the file).
@@ -1068,6 +1069,21 @@ strom-load e2e-latency --bootstrap \$B --topic T --record-size 1024 --acks all -
 EOF
 }
 
+charts_md() { # SVG charts of the TSV (strom-load charts) next to $DOCS, as markdown images
+  local out prefix files
+  out=$(dirname "$DOCS")/bench-results/charts
+  prefix="$(date -u +%F)-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo run)-"
+  files=$("$LOAD" charts --results "$TSV" --out "$out" --prefix "$prefix") || return 0
+  log "charts: $files"
+  echo "Charts (drawn by \`strom-load charts\` from the raw results; the tables below hold the same runs):"
+  echo
+  local name
+  for name in produce-1node consume-1node produce-3node consume-3node latency; do
+    if [[ -f "$out/$prefix$name.svg" ]]; then echo "![$prefix$name](bench-results/charts/$prefix$name.svg)"; fi
+  done
+  echo
+}
+
 write_docs() { # replace the marked section of docs/benchmarks.md (append it if missing)
   local section=$DIR/docs-section.md
   {
@@ -1076,6 +1092,7 @@ write_docs() { # replace the marked section of docs/benchmarks.md (append it if 
     echo
     machine_md
     echo
+    charts_md
     cat "$MD"
     echo "<!-- bench-vs-kafka:end -->"
   } >"$section"
@@ -1125,4 +1142,5 @@ log "all done in $((SECONDS - STARTED)) s"
 write_report >"$MD"
 cat "$MD"
 echo "raw results: $TSV; tool output: $RUNS/"
+"$LOAD" charts --results "$TSV" --out "$DIR/charts" || log "no charts drawn"
 if [[ $WRITE_DOCS == 1 ]]; then write_docs; fi

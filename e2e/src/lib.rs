@@ -34,6 +34,8 @@
 //!   admin calls, and an assign-based consumer that reads partitions from the beginning.
 //! - [`batch_consume`]: [`batch_consume::BatchReader`] — a consumer's messages many per call
 //!   (`rd_kafka_consume_batch_queue`), for the load generator's consume loop.
+//! - [`bench_charts`]: SVG charts of a side-by-side benchmark run's raw results, Kafka beside
+//!   Strom (`strom-load charts`).
 //! - [`cpu_handoff`]: how long a cache line takes between two pinned CPUs and back — a probe
 //!   of the machine the benchmark scripts record before every run.
 //! - [`groups`]: consumer groups — [`groups::GroupMember`] (a `subscribe`-based librdkafka
@@ -49,6 +51,7 @@
 //!   tests can compute what recovery must keep without trusting the broker.
 
 pub mod batch_consume;
+pub mod bench_charts;
 pub mod broker;
 pub mod cli;
 pub mod clients;

@@ -14,6 +14,9 @@
 //!   `{"mode", "cpus", "round_trips", "round_trip_ns"}`; the benchmark scripts record it
 //!   before every run.
 //!
+//! - `charts` reads a side-by-side run's results.tsv (e2e/scripts/bench-vs-kafka.sh) and
+//!   writes SVG charts of it, Kafka beside Strom (`e2e::bench_charts`); prints the files.
+//!
 //! MB means MiB (2^20 bytes), as in Kafka's perf tools. Progress and errors go to stderr.
 //!
 //! The process's malloc is jemalloc, librdkafka's C allocations included (the crate exports
@@ -60,6 +63,21 @@ enum Mode {
     /// Measure how long a cache line takes between two CPUs and back (a probe of the machine).
     #[command(name = "cpu-handoff")]
     CpuHandoff(HandoffArgs),
+    /// Draw SVG charts of a bench-vs-kafka.sh results.tsv.
+    Charts(ChartArgs),
+}
+
+#[derive(Debug, Args)]
+struct ChartArgs {
+    /// The raw results (results.tsv).
+    #[arg(long)]
+    results: std::path::PathBuf,
+    /// Directory the SVG files are written to (created if missing).
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// Prefix of each file name (e.g. the run's date and commit).
+    #[arg(long, default_value = "")]
+    prefix: String,
 }
 
 #[derive(Debug, Args)]
@@ -191,6 +209,7 @@ fn main() {
         Mode::Consume(args) => consume(&args).map(Report::finish),
         Mode::E2eLatency(args) => e2e_latency(&args).map(Report::finish),
         Mode::CpuHandoff(args) => cpu_handoff(&args).map(|line| (line, false)),
+        Mode::Charts(args) => charts(&args).map(|line| (line, false)),
     };
     match outcome {
         Ok((line, had_errors)) => {
@@ -204,6 +223,19 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+fn charts(args: &ChartArgs) -> Result<String> {
+    let tsv = std::fs::read_to_string(&args.results).with_context(|| format!("read {}", args.results.display()))?;
+    let runs = e2e::bench_charts::parse_results(&tsv)?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    let mut written = Vec::new();
+    for (name, svg) in e2e::bench_charts::charts(&runs)? {
+        let path = args.out.join(format!("{}{name}", args.prefix));
+        std::fs::write(&path, svg).with_context(|| format!("write {}", path.display()))?;
+        written.push(path.display().to_string());
+    }
+    Ok(serde_json::json!({ "mode": "charts", "files": written }).to_string())
 }
 
 fn cpu_handoff(args: &HandoffArgs) -> Result<String> {
