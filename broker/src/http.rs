@@ -76,7 +76,7 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
     let under_replicated = isr_and_replicas.iter().filter(|(isr, all, _)| isr < all).count();
     let under_min_isr =
         isr_and_replicas.iter().filter(|(isr, _, min)| i64::try_from(*isr).unwrap_or(i64::MAX) < *min).count();
-    let max_follower_lag = led.iter().flat_map(|p| p.follower_lag()).map(|(_, lag)| lag).max().unwrap_or(0);
+    let max_follower_lag = led.iter().map(|p| p.log_gauges().max_follower_lag).max().unwrap_or(0);
     let image = state.metadata.state_machine.image();
     let reassigning = image.partitions().filter(|(_, _, p)| p.is_reassigning()).count();
     let fetcher_max_lag = state.fetchers.stats.lags().iter().map(|(_, _, lag)| *lag).max().unwrap_or(0);
@@ -113,14 +113,27 @@ fn log_dir_stats(dir: &std::path::Path) -> LogDirStats {
 }
 
 async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> impl IntoResponse {
-    state.metrics.set_metadata(&metadata_stats(&state.metadata));
-    state.metrics.set_replication(&replication_stats(&state));
-    state.metrics.set_fetcher_lags(&state.fetchers.stats.lags());
-    state.metrics.set_log_dir(&log_dir_stats(&state.data_dir));
-    let body = state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances());
+    // Rendering thousands of partitions' series takes milliseconds of CPU: off the runtime's
+    // workers, which serve the Kafka connections.
+    let rendered = tokio::task::spawn_blocking(move || {
+        let _one_at_a_time = state.metrics.one_scrape_at_a_time();
+        state.metrics.set_metadata(&metadata_stats(&state.metadata));
+        state.metrics.set_replication(&replication_stats(&state));
+        state.metrics.set_fetcher_lags(&state.fetchers.stats.lags());
+        state.metrics.set_log_dir(&log_dir_stats(&state.data_dir));
+        state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances())
+    })
+    .await;
+    let body = match rendered {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, "rendering /metrics failed");
+            return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], String::new());
+        }
+    };
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let (content_type, body) = strom_proto::exposition::negotiate(body, accept);
-    ([(header::CONTENT_TYPE, content_type)], body)
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body)
 }
 
 async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {

@@ -68,6 +68,8 @@ pub struct Metrics {
     group_lag: Family<[(&'static str, String); 2], Gauge>,
     partition_lag: Family<[(&'static str, String); 3], Gauge>,
     topic_traffic: Arc<TopicTraffic>,
+    /// Held for a whole scrape: the scrape-time gauges are set, then encoded, by one scrape.
+    scrape: parking_lot::Mutex<()>,
 }
 
 /// Per-topic counters of client traffic (bytes and records in, bytes out), summed over the
@@ -422,7 +424,14 @@ impl Metrics {
             group_lag,
             partition_lag,
             topic_traffic,
+            scrape: parking_lot::Mutex::new(()),
         }
+    }
+
+    /// Held while a scrape sets the scrape-time gauges and encodes them, so that two
+    /// concurrent scrapes do not interleave.
+    pub fn one_scrape_at_a_time(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.scrape.lock()
     }
 
     /// The lag gauges from the last snapshot: per group and topic, and per partition if enabled.
@@ -562,9 +571,10 @@ impl Metrics {
         let per_partition = if self.partition_series.load(Ordering::Relaxed) { partitions } else { &[] };
         for p in per_partition {
             let labels = [("topic", p.topic.to_string()), ("partition", p.index.to_string())];
-            self.log_end_offset.get_or_create(&labels).set(p.log_end_offset());
-            self.log_start_offset.get_or_create(&labels).set(p.log_start_offset());
-            self.log_size_bytes.get_or_create(&labels).set(i64::try_from(p.size_bytes()).unwrap_or(i64::MAX));
+            let g = p.log_gauges();
+            self.log_end_offset.get_or_create(&labels).set(g.log_end_offset);
+            self.log_start_offset.get_or_create(&labels).set(g.log_start_offset);
+            self.log_size_bytes.get_or_create(&labels).set(i64::try_from(g.size_bytes).unwrap_or(i64::MAX));
         }
         let mut out = String::new();
         if let Err(e) = encode(&mut out, &self.registry) {

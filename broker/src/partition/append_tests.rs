@@ -1,6 +1,7 @@
 //! What a leader refuses to append from a produce request, and that a refusal leaves the log
 //! as it was: a batch whose CRC does not match is CORRUPT_MESSAGE (checked once, before the
-//! partition's lock), a record set that is not exactly one whole batch is invalid.
+//! partition's lock), a record set that is not exactly one whole batch is invalid. And that
+//! `/metrics` reads a replica without waiting for its lock.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,4 +85,24 @@ fn a_record_set_that_is_not_exactly_one_batch_is_refused() {
     let refused = partition.append(&one.freeze().slice(..cut), 1, 1_000);
     assert!(matches!(refused, Err(PartitionError::InvalidRecord { .. })), "{refused:?}");
     assert_eq!(partition.log_end_offset(), 0);
+}
+
+#[test]
+fn a_scrape_never_waits_for_the_partitions_lock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partition = leader(dir.path());
+    partition.append(&batch(2).freeze(), 1, 1_000).expect("append");
+    let before = partition.log_gauges();
+    assert_eq!((before.log_start_offset, before.log_end_offset), (0, 2));
+    assert!(before.size_bytes > 0);
+    // A Produce holding the lock: the gauges come back at once, as last read.
+    let held = partition.state.lock();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = partition.clone();
+    std::thread::spawn(move || tx.send(p.log_gauges()).expect("send"));
+    let during = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("log_gauges waited for the lock");
+    assert_eq!(during, before);
+    drop(held);
+    partition.append(&batch(3).freeze(), 1, 1_000).expect("append");
+    assert_eq!(partition.log_gauges().log_end_offset, 5);
 }

@@ -12,11 +12,13 @@
 //! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
 //!   deletion and the retention task.
 //! - [`error`]: the partition error type, [`PartitionError`].
+//! - [`traffic`], [`gauges`]: what `/metrics` reads of a replica without taking its lock.
 //! - `append_tests`, `replication_tests`: what a leader refuses to append; replication on
 //!   real logs.
 
 pub mod error;
 pub mod followers;
+pub mod gauges;
 pub mod leader_epochs;
 pub mod manager;
 pub mod producer_state;
@@ -162,6 +164,8 @@ pub struct Partition {
     flush_lock: tokio::sync::Mutex<i64>,
     /// Bytes and records clients wrote and read here, for the per-topic metrics.
     pub traffic: traffic::Traffic,
+    /// The log gauges of the last scrape that found the lock free ([`Partition::log_gauges`]).
+    last_gauges: gauges::LastGauges,
 }
 
 impl std::fmt::Debug for Partition {
@@ -229,6 +233,7 @@ impl Partition {
             log_end: watch::Sender::new(leo),
             flush_lock: tokio::sync::Mutex::new(-1),
             traffic: traffic::Traffic::default(),
+            last_gauges: gauges::LastGauges::default(),
         })
     }
 
@@ -274,6 +279,28 @@ impl Partition {
 
     pub fn size_bytes(&self) -> u64 {
         self.state.lock().log.size_bytes()
+    }
+
+    /// The log's positions, size and largest follower lag for `/metrics`: read now if the
+    /// partition's lock is free, else those of the last read (see [`gauges`]).
+    pub fn log_gauges(&self) -> gauges::LogGauges {
+        let Some(state) = self.state.try_lock() else { return self.last_gauges.load() };
+        let leo = state.log.log_end_offset();
+        let max_follower_lag = state
+            .followers
+            .values()
+            .map(|f| if f.log_end_offset < 0 { leo } else { leo - f.log_end_offset })
+            .max()
+            .unwrap_or(0);
+        let now = gauges::LogGauges {
+            log_start_offset: state.log.log_start_offset(),
+            log_end_offset: leo,
+            size_bytes: state.log.size_bytes(),
+            max_follower_lag,
+        };
+        drop(state);
+        self.last_gauges.store(now);
+        now
     }
 
     fn log_error(&self, source: LogError) -> PartitionError {

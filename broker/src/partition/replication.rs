@@ -385,17 +385,6 @@ impl Partition {
         Some(IsrProposal { isr, leader_epoch: l.leader_epoch, partition_epoch: l.partition_epoch, expanded: true })
     }
 
-    /// How far each follower is behind this leader's log end (leader only).
-    pub fn follower_lag(&self) -> Vec<(i32, i64)> {
-        let state = self.state.lock();
-        let leo = state.log.log_end_offset();
-        state
-            .followers
-            .iter()
-            .map(|(r, f)| (*r, if f.log_end_offset < 0 { leo } else { leo - f.log_end_offset }))
-            .collect()
-    }
-
     /// Waits until the ISR has every record through `last_offset` (acks=all). With fewer
     /// in-sync replicas than `min_insync` by then: NOT_ENOUGH_REPLICAS_AFTER_APPEND.
     pub async fn wait_for_replication(
