@@ -28,6 +28,7 @@ pub fn partition(e: &PartitionError) -> i16 {
         PartitionError::Sequence { source: SequenceError::OutOfOrderSequence { .. }, .. } => {
             ResponseError::OutOfOrderSequenceNumber
         }
+        PartitionError::MarkerFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         PartitionError::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         PartitionError::ReplicationTimeout { .. } => ResponseError::RequestTimedOut,

@@ -4,6 +4,7 @@
 use crate::log::{BatchError, LogError};
 
 use super::producer_state::SequenceError;
+use super::transactions::FencedMarker;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PartitionError {
@@ -28,6 +29,13 @@ pub enum PartitionError {
         partition: i32,
         #[source]
         source: SequenceError,
+    },
+    #[error("{topic}-{partition}: transaction marker refused")]
+    MarkerFenced {
+        topic: String,
+        partition: i32,
+        #[source]
+        source: FencedMarker,
     },
     #[error("{topic}-{partition}: this broker is not the partition's leader")]
     NotLeader { topic: String, partition: i32 },

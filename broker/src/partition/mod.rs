@@ -9,6 +9,9 @@
 //! - [`followers`]: the leader's view of its followers and the pure ISR / high-watermark rules.
 //! - [`leader_epochs`]: the leader-epoch cache (`leader-epoch-checkpoint`).
 //! - [`producer_state`]: the pure de-duplication rules for idempotent producers.
+//! - [`transactions`]: the transactions open and aborted here, the last stable offset, and
+//!   the transaction markers' control batches; [`transactional`]: the replica's side of them
+//!   (state rebuilt from the log, markers written, read_committed reads).
 //! - [`manager`]: [`ReplicaManager`], the partitions of every topic on this node, creation,
 //!   deletion and the retention task.
 //! - [`error`]: the partition error type, [`PartitionError`].
@@ -24,11 +27,15 @@ pub mod manager;
 pub mod producer_state;
 pub mod replication;
 pub mod traffic;
+pub mod transactional;
+pub mod transactions;
 
 #[cfg(test)]
 mod append_tests;
 #[cfg(test)]
 mod replication_tests;
+#[cfg(test)]
+mod transaction_tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +79,9 @@ pub struct FetchSlice {
     pub slice: Option<FileSlice>,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The last stable offset, and for read_committed the aborted transactions from the
+    /// fetch offset on.
+    pub stability: transactional::Stability,
 }
 
 /// What a read found, with the records in memory.
@@ -86,6 +96,8 @@ pub struct FetchRead {
 struct State {
     log: Log,
     producers: ProducerStateTable,
+    /// Transactions open and aborted here ([`transactions`]).
+    txns: transactions::TransactionTable,
     epochs: LeaderEpochCache,
     /// The leader's view of each follower (empty unless this replica leads).
     followers: HashMap<i32, FollowerState>,
@@ -166,6 +178,9 @@ pub struct Partition {
     pub traffic: traffic::Traffic,
     /// The log gauges of the last scrape that found the lock free ([`Partition::log_gauges`]).
     last_gauges: gauges::LastGauges,
+    /// Whether clients' transactional batches are appended (the transaction coordinator turns
+    /// this on; refused until then).
+    transactions: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Partition {
@@ -196,13 +211,7 @@ impl Partition {
         write_partition_metadata(dir, topic_id).map_err(|e| io("write partition.metadata", e))?;
         let log_err = |source| PartitionError::Log { topic: topic.into(), partition: index, source };
         let log = Log::open(dir, config.log.clone()).map_err(log_err)?;
-        let mut producers = ProducerStateTable::default();
-        log.scan_headers(log.log_start_offset(), |h| {
-            if h.producer_id >= 0 && !h.is_control() {
-                producers.record(&producer_batch(h), h.base_offset, h.last_offset());
-            }
-        })
-        .map_err(log_err)?;
+        let (producers, txns) = transactional::rebuild(&log).map_err(log_err)?;
         let leo = log.log_end_offset();
         let epochs = LeaderEpochCache::open(dir, leo, || match log.epoch_starts() {
             Ok(starts) => starts,
@@ -223,6 +232,7 @@ impl Partition {
             state: Mutex::new(State {
                 log,
                 producers,
+                txns,
                 epochs,
                 followers: HashMap::new(),
                 epoch_start_offset: leo,
@@ -234,6 +244,7 @@ impl Partition {
             flush_lock: tokio::sync::Mutex::new(-1),
             traffic: traffic::Traffic::default(),
             last_gauges: gauges::LastGauges::default(),
+            transactions: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -279,6 +290,17 @@ impl Partition {
 
     pub fn size_bytes(&self) -> u64 {
         self.state.lock().log.size_bytes()
+    }
+
+    /// Whether clients' transactional batches are appended here.
+    pub fn accepts_transactions(&self) -> bool {
+        self.transactions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Turns the appending of transactional batches on or off (the transaction coordinator's
+    /// switch).
+    pub fn accept_transactions(&self, on: bool) {
+        self.transactions.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The log's positions, size and largest follower lag for `/metrics`: read now if the
@@ -367,6 +389,9 @@ impl Partition {
         if idempotent {
             state.producers.record(&producer, info.first_offset, info.last_offset);
         }
+        if header.is_transactional() {
+            state.txns.on_data(header.producer_id, info.first_offset);
+        }
         if let Err(e) = state.log.flush_if_due(now_ms) {
             tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
         }
@@ -426,8 +451,13 @@ impl Partition {
         if header.is_control() {
             return Err(invalid("clients may not produce control batches".into()));
         }
-        if header.is_transactional() {
+        if header.is_transactional() && !self.accepts_transactions() {
+            // Until the transaction coordinator exists, a transactional batch would open a
+            // transaction no marker ever ends, holding the last stable offset back forever.
             return Err(invalid("transactions are not supported yet".into()));
+        }
+        if header.is_transactional() && header.producer_id < 0 {
+            return Err(invalid("a transactional batch without a producer id".into()));
         }
         if header.record_count != header.last_offset_delta + 1 {
             return Err(invalid(format!(
@@ -489,7 +519,7 @@ impl Partition {
         min_one_batch: bool,
         upper: Option<i64>,
     ) -> Result<FetchRead, PartitionError> {
-        let found = self.slice_up_to(offset, max_bytes, min_one_batch, upper)?;
+        let found = self.slice_up_to(offset, max_bytes, min_one_batch, upper, transactional::Isolation::default())?;
         let records = match found.slice {
             Some(slice) => Some(slice.read().map_err(|source| PartitionError::Io {
                 topic: self.topic.to_string(),
@@ -505,8 +535,15 @@ impl Partition {
 
     /// Where the whole batches at `offset` lie, up to the high watermark, without reading
     /// them (a consumer's fetch sends them from the file).
-    pub fn read_slice(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<FetchSlice, PartitionError> {
-        self.slice_up_to(offset, max_bytes, min_one_batch, None)
+    /// With read_committed, up to the last stable offset instead.
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        isolation: transactional::Isolation,
+    ) -> Result<FetchSlice, PartitionError> {
+        self.slice_up_to(offset, max_bytes, min_one_batch, None, isolation)
     }
 
     fn slice_up_to(
@@ -515,12 +552,17 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
         upper: Option<i64>,
+        isolation: transactional::Isolation,
     ) -> Result<FetchSlice, PartitionError> {
         let high_watermark = self.high_watermark();
-        let state = self.state.lock();
-        let upper = upper.unwrap_or(high_watermark);
+        let mut state = self.state.lock();
+        let stability = transactional::stability(&mut state, high_watermark, offset, isolation);
+        let upper = match isolation {
+            transactional::Isolation::ReadCommitted => stability.last_stable_offset,
+            transactional::Isolation::ReadUncommitted => upper.unwrap_or(high_watermark),
+        };
         let slice = state.log.read(offset, max_bytes, upper, min_one_batch).map_err(|e| self.log_error(e))?;
-        Ok(FetchSlice { slice, high_watermark, log_start_offset: state.log.log_start_offset() })
+        Ok(FetchSlice { slice, high_watermark, log_start_offset: state.log.log_start_offset(), stability })
     }
 
     /// ListOffsets by timestamp: the first record at or after `timestamp` below the high
@@ -548,7 +590,10 @@ impl Partition {
                 log_end_offset: hw,
             }));
         }
-        self.state.lock().log.delete_records_before(target).map_err(|e| self.log_error(e))
+        let mut state = self.state.lock();
+        let log_start_offset = state.log.delete_records_before(target).map_err(|e| self.log_error(e))?;
+        state.txns.trim_before(log_start_offset);
+        Ok(log_start_offset)
     }
 
     /// Applies a changed topic config to this partition and its log.
@@ -561,6 +606,8 @@ impl Partition {
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize, PartitionError> {
         let mut state = self.state.lock();
         let deleted = state.log.enforce_retention(now_ms).map_err(|e| self.log_error(e))?;
+        let log_start_offset = state.log.log_start_offset();
+        state.txns.trim_before(log_start_offset);
         if let Err(e) = state.log.flush_if_due(now_ms) {
             tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
         }

@@ -134,6 +134,27 @@ impl ProducerStateTable {
         }
     }
 
+    /// Whether a marker in `epoch` may be written for `producer_id`: not from an epoch older
+    /// than the producer's (a fenced zombie's coordinator request).
+    pub fn check_epoch(&self, producer_id: i64, epoch: i16) -> Result<(), SequenceError> {
+        match self.producers.get(&producer_id) {
+            Some(entry) if epoch < entry.epoch => {
+                Err(SequenceError::InvalidProducerEpoch { producer_id, epoch, current: entry.epoch })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A marker in `epoch` was written: a newer epoch replaces the producer's (its batches
+    /// start again at sequence 0).
+    pub fn observe_epoch(&mut self, producer_id: i64, epoch: i16) {
+        let entry = self.producers.entry(producer_id).or_insert_with(|| ProducerEntry { epoch, ..Default::default() });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+    }
+
     /// Number of producers with state here.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -199,6 +220,17 @@ mod tests {
         let mut table = ProducerStateTable::default();
         table.record(&batch(0, i32::MAX - 1, i32::MAX), 0, 1);
         assert_eq!(table.check(&batch(0, 0, 3)), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn a_marker_in_a_newer_epoch_fences_the_old_one() {
+        let mut table = ProducerStateTable::default();
+        table.record(&batch(2, 0, 4), 0, 4);
+        assert!(table.check_epoch(7, 1).is_err());
+        assert_eq!(table.check_epoch(7, 3), Ok(()));
+        table.observe_epoch(7, 3);
+        assert!(matches!(table.check(&batch(2, 5, 6)), Err(SequenceError::InvalidProducerEpoch { current: 3, .. })));
+        assert_eq!(table.check(&batch(3, 0, 0)), Ok(SequenceCheck::Append));
     }
 
     #[test]

@@ -17,9 +17,8 @@ use bytes::Bytes;
 
 use super::followers::{self, FollowerState};
 use super::leader_epochs::EpochEnd;
-use super::producer_state::ProducerStateTable;
-use super::{producer_batch, Leadership, Partition, PartitionError, State};
-use crate::log::{self, FileSlice};
+use super::{Leadership, Partition, PartitionError, State};
+use crate::log::FileSlice;
 use crate::time::now_ms;
 
 /// A follower's fetch of this partition.
@@ -267,14 +266,7 @@ impl Partition {
         self.still_following(fetched_in)?;
         if !records.is_empty() {
             state.log.append_replicated(records, now).map_err(|e| self.log_error(e))?;
-            let state = &mut *state;
-            for item in log::batches(records) {
-                let Ok((h, _)) = item else { break };
-                state.epochs.assign(h.partition_leader_epoch, h.base_offset);
-                if h.producer_id >= 0 && !h.is_control() {
-                    state.producers.record(&producer_batch(&h), h.base_offset, h.last_offset());
-                }
-            }
+            super::transactional::observe_replicated(&mut state, records);
             if fsync {
                 // Durable mode: on disk before the next fetch reports this log end.
                 state.log.flush().map_err(|e| self.log_error(e))?;
@@ -330,17 +322,9 @@ impl Partition {
 
     fn after_truncation(&self, state: &mut State, leo: i64) -> Result<(), PartitionError> {
         state.epochs.truncate_from_end(leo);
-        let mut producers = ProducerStateTable::default();
-        let from = state.log.log_start_offset();
-        state
-            .log
-            .scan_headers(from, |h| {
-                if h.producer_id >= 0 && !h.is_control() {
-                    producers.record(&producer_batch(h), h.base_offset, h.last_offset());
-                }
-            })
-            .map_err(|e| self.log_error(e))?;
+        let (producers, txns) = super::transactional::rebuild(&state.log).map_err(|e| self.log_error(e))?;
         state.producers = producers;
+        state.txns = txns;
         self.log_end.send_replace(leo);
         if self.high_watermark() > leo {
             self.high_watermark.send_replace(leo);

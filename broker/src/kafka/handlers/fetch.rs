@@ -16,8 +16,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use tokio::sync::watch;
 
 use crate::kafka::error_code;
@@ -26,6 +26,7 @@ use crate::kafka::fetch_session::{FetchPlan, PartitionKey, PartitionOutcome, Par
 use crate::log::FileSlice;
 use crate::metrics::Waiting;
 use crate::node::Node;
+use crate::partition::transactional::Isolation;
 use crate::partition::Partition;
 
 use super::topic_name;
@@ -104,6 +105,8 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply 
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
+    // read_committed (v4+): up to the last stable offset, with the aborted transactions.
+    let isolation = Isolation::from_level(if version >= 4 { req.isolation_level } else { 0 });
     let read = loop {
         // Subscribe before reading so that an append between the read and the wait still wakes us.
         let mut watchers: Vec<watch::Receiver<i64>> = wanted
@@ -111,7 +114,7 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply 
             .filter_map(|w| w.resolved.as_deref().and_then(|t| node.replicas.leader(t, w.request.key.partition)))
             .map(|p| p.subscribe())
             .collect();
-        let read = read_all(node, &wanted, max_bytes, version);
+        let read = read_all(node, &wanted, max_bytes, version, isolation);
         let (bytes, now) = (read.bytes, tokio::time::Instant::now());
         if bytes >= min_bytes
             || bytes > 0 && bytes >= max_bytes
@@ -125,7 +128,7 @@ pub async fn handle(node: &Node, req: FetchRequest, version: i16) -> FetchReply 
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             // Deadline passed: answer with whatever is there now.
-            break read_all(node, &wanted, max_bytes, version);
+            break read_all(node, &wanted, max_bytes, version, isolation);
         }
     };
     node.metrics.fetched_records_bytes.inc_by(read.bytes as u64);
@@ -181,7 +184,7 @@ struct Read {
 }
 
 /// Reads what the partitions hold now.
-fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> Read {
+fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16, isolation: Isolation) -> Read {
     let mut out = Read {
         partitions: Vec::with_capacity(wanted.len()),
         slices: Vec::with_capacity(wanted.len()),
@@ -212,11 +215,24 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
                 let limit = usize::try_from(w.request.partition_max_bytes)
                     .unwrap_or(0)
                     .min(max_bytes.saturating_sub(out.bytes));
-                match partition.read_slice(w.request.fetch_offset, limit, first_with_data) {
+                match partition.read_slice(w.request.fetch_offset, limit, first_with_data, isolation) {
                     Ok(read) => {
                         p.high_watermark = read.high_watermark;
-                        p.last_stable_offset = read.high_watermark;
+                        p.last_stable_offset = read.stability.last_stable_offset;
                         p.log_start_offset = read.log_start_offset;
+                        if isolation == Isolation::ReadCommitted {
+                            p.aborted_transactions = Some(
+                                read.stability
+                                    .aborted
+                                    .iter()
+                                    .map(|a| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(a.producer_id))
+                                            .with_first_offset(a.first_offset)
+                                    })
+                                    .collect(),
+                            );
+                        }
                         if let Some(slice) = read.slice.filter(|s| s.len > 0) {
                             first_with_data = false;
                             has_records = true;
@@ -228,7 +244,7 @@ fn read_all(node: &Node, wanted: &[Wanted], max_bytes: usize, version: i16) -> R
                     Err(e) => {
                         p.error_code = error_code::partition(&e);
                         p.high_watermark = partition.high_watermark();
-                        p.last_stable_offset = p.high_watermark;
+                        p.last_stable_offset = partition.last_stable_offset();
                         p.log_start_offset = partition.log_start_offset();
                         tracing::debug!(error = %error_code::message(&e), "fetch refused");
                     }

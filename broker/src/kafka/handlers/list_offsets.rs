@@ -15,6 +15,7 @@ const EARLIEST_LOCAL: i64 = -4;
 
 pub fn handle(node: &Node, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
+    let read_committed = version >= 2 && req.isolation_level == 1;
     for topic in req.topics {
         let mut t = ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
@@ -32,6 +33,8 @@ pub fn handle(node: &Node, req: ListOffsetsRequest, version: i16) -> ListOffsets
                         p.leader_epoch = partition.leader_epoch();
                     }
                     match part.timestamp {
+                        // read_committed consumers (v2+) start from the last stable offset.
+                        LATEST if read_committed => p.offset = partition.last_stable_offset(),
                         LATEST => p.offset = partition.high_watermark(),
                         EARLIEST | EARLIEST_LOCAL => p.offset = partition.log_start_offset(),
                         MAX_TIMESTAMP => {
