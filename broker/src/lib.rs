@@ -12,6 +12,9 @@
 //! - [`replication`]: followers fetching from leaders over the internal port, the leader's
 //!   side of it, and ISR changes through the controller.
 //! - [`group`]: the consumer-group coordinator and committed offsets in `__consumer_offsets`.
+//! - [`txn`]: transactions at their coordinator — the transactional ids' state and its
+//!   records in `__transaction_state` (the partitions' side is in [`partition`]).
+//! - [`internal_records`]: the primitives of the Kafka-format records of internal topics.
 //! - [`kafka`]: the Kafka wire protocol — listener, framing, version negotiation, one handler
 //!   file per API key, and the single place where errors become Kafka error codes.
 //! - [`admin`]: the admin gRPC API (`strom.admin.v1`) every broker serves for the CLI and
@@ -35,6 +38,7 @@ pub mod error_chain;
 pub mod group;
 pub mod http;
 pub mod internal;
+pub mod internal_records;
 pub mod kafka;
 pub mod lifecycle;
 pub mod log;
@@ -47,3 +51,4 @@ pub mod replication;
 pub mod server;
 pub mod shutdown;
 pub mod time;
+pub mod txn;

@@ -2,7 +2,11 @@
 //! them: offset commits (key version 1, value version 3) and group metadata (key version 2,
 //! value version 3). A null value is a tombstone.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::internal_records::{
+    get_bytes, get_i16, get_i32, get_i64, get_nullable_str, get_str, put_bytes, put_nullable_str, put_str, FieldError,
+};
 
 /// What a `__consumer_offsets` key names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,68 +53,10 @@ pub struct GroupValue {
 #[error("malformed __consumer_offsets record: {0}")]
 pub struct RecordError(pub String);
 
-fn put_str(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(i16::try_from(s.len()).unwrap_or(i16::MAX));
-    buf.put_slice(&s.as_bytes()[..s.len().min(i16::MAX as usize)]);
-}
-
-fn put_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_str(buf, s),
-        None => buf.put_i16(-1),
+impl From<FieldError> for RecordError {
+    fn from(e: FieldError) -> RecordError {
+        RecordError(e.0)
     }
-}
-
-fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
-    buf.put_i32(i32::try_from(b.len()).unwrap_or(i32::MAX));
-    buf.put_slice(b);
-}
-
-fn need(buf: &Bytes, n: usize, what: &str) -> Result<(), RecordError> {
-    if buf.remaining() < n {
-        return Err(RecordError(format!("truncated {what}")));
-    }
-    Ok(())
-}
-
-fn get_i16(buf: &mut Bytes, what: &str) -> Result<i16, RecordError> {
-    need(buf, 2, what)?;
-    Ok(buf.get_i16())
-}
-
-fn get_i32(buf: &mut Bytes, what: &str) -> Result<i32, RecordError> {
-    need(buf, 4, what)?;
-    Ok(buf.get_i32())
-}
-
-fn get_i64(buf: &mut Bytes, what: &str) -> Result<i64, RecordError> {
-    need(buf, 8, what)?;
-    Ok(buf.get_i64())
-}
-
-fn get_nullable_str(buf: &mut Bytes, what: &str) -> Result<Option<String>, RecordError> {
-    let len = get_i16(buf, what)?;
-    if len < 0 {
-        return Ok(None);
-    }
-    let len = len as usize;
-    need(buf, len, what)?;
-    let s = buf.split_to(len);
-    String::from_utf8(s.to_vec()).map(Some).map_err(|_| RecordError(format!("{what} is not UTF-8")))
-}
-
-fn get_str(buf: &mut Bytes, what: &str) -> Result<String, RecordError> {
-    get_nullable_str(buf, what)?.ok_or_else(|| RecordError(format!("{what} is null")))
-}
-
-fn get_bytes(buf: &mut Bytes, what: &str) -> Result<Bytes, RecordError> {
-    let len = get_i32(buf, what)?;
-    if len < 0 {
-        return Ok(Bytes::new());
-    }
-    let len = len as usize;
-    need(buf, len, what)?;
-    Ok(buf.split_to(len))
 }
 
 impl RecordKey {

@@ -1,0 +1,16 @@
+//! Transactions at their coordinator (KIP-98): each transactional id has one coordinator, the
+//! leader of its `__transaction_state` partition, which keeps the id's producer id, epoch and
+//! open transaction, and decides commits and aborts. The partitions' side (markers, the last
+//! stable offset, read_committed) is `partition::transactions`.
+//!
+//! - [`state`]: one transactional id's state and the pure decisions on it.
+//! - [`records`]: `__transaction_state` keys and values in Kafka's formats; the id → partition
+//!   hash.
+//!
+//! docs/transactions.md: what is built, what is guaranteed, and what is still to come.
+
+pub mod records;
+pub mod state;
+
+/// The internal topic holding the transactional ids' state.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
