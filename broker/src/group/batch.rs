@@ -1,10 +1,12 @@
-//! Building and reading the record batches the coordinator writes to `__consumer_offsets`:
-//! uncompressed magic-2 batches of key/value records without headers. The broker writes
-//! them, so reading only needs to understand what it writes; anything else is reported.
+//! Building and reading the record batches the coordinators write to `__consumer_offsets`
+//! and `__transaction_state`: uncompressed magic-2 batches of key/value records without
+//! headers. The broker writes them, so reading only needs to understand what it writes;
+//! anything else is reported.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::log::{self, BatchHeader};
+use crate::partition::Partition;
 
 fn put_varint(buf: &mut BytesMut, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
@@ -87,6 +89,43 @@ pub enum ReadError {
     Compressed(i64),
     #[error("malformed record in batch at offset {0}")]
     Malformed(i64),
+}
+
+/// Every key/value record of an internal topic's partition replica, from its log start to its
+/// log end (a new leader loads everything it has, not only what its high watermark covers
+/// yet: its log is the partition's history from now on), in offset order. Unreadable
+/// batches are logged and skipped.
+pub fn scan_partition(partition: &Partition, mut f: impl FnMut(KeyValue)) {
+    let (topic, index) = (partition.topic.clone(), partition.index);
+    let mut offset = partition.log_start_offset();
+    loop {
+        let read = match partition.read_up_to(offset, 8 * 1024 * 1024, true, Some(partition.log_end_offset())) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(%topic, partition = index, offset, error = %e, "reading an internal topic failed");
+                break;
+            }
+        };
+        let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
+        let mut next = offset;
+        match decode(&bytes) {
+            Ok(records) => {
+                for r in records {
+                    next = next.max(r.offset + 1);
+                    f(r);
+                }
+            }
+            Err(e) => tracing::error!(%topic, partition = index, offset, error = %e, "skipping unreadable batch"),
+        }
+        // Move past whole batches even when they held no records.
+        for (h, _) in log::batches(&bytes).flatten() {
+            next = next.max(h.last_offset() + 1);
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
 }
 
 /// The key/value records of whole uncompressed batches in `bytes`; control batches are skipped.

@@ -229,42 +229,12 @@ impl GroupCoordinator {
         let now_ms = now_ms();
         let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { return 0 };
         let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
-        let mut offset = partition.log_start_offset();
-        loop {
-            // A new leader loads everything it has, not only what its high watermark covers
-            // yet: its log is the partition's history from now on.
-            let read = match partition.read_up_to(offset, 8 * 1024 * 1024, true, Some(partition.log_end_offset())) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(partition = p, offset, error = %e, "reading __consumer_offsets failed");
-                    break;
-                }
-            };
-            let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
-            let mut next = offset;
-            match batch::decode(&bytes) {
-                Ok(records) => {
-                    for r in records {
-                        next = next.max(r.offset + 1);
-                        match RecordKey::decode(r.key) {
-                            Ok(key) => {
-                                latest.insert(key, r.value);
-                            }
-                            Err(e) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
-                        }
-                    }
-                }
-                Err(e) => tracing::error!(partition = p, offset, error = %e, "skipping unreadable batch"),
+        batch::scan_partition(&partition, |r| match RecordKey::decode(r.key) {
+            Ok(key) => {
+                latest.insert(key, r.value);
             }
-            // Move past whole batches even when they held no records.
-            for (h, _) in crate::log::batches(&bytes).flatten() {
-                next = next.max(h.last_offset() + 1);
-            }
-            if next <= offset {
-                break;
-            }
-            offset = next;
-        }
+            Err(e) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
+        });
         let mut groups = self.groups.lock();
         let mut loaded = std::collections::BTreeSet::new();
         for (key, value) in latest {

@@ -33,6 +33,13 @@ impl Replication for HoldingLeader {
         let _ = self.seen.send(named);
         std::future::pending().await
     }
+
+    async fn write_markers(
+        &self,
+        _: tonic::Request<strom_proto::replication::WriteMarkersRequest>,
+    ) -> Result<tonic::Response<strom_proto::replication::WriteMarkersResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("a fetch-only test leader"))
+    }
 }
 
 async fn start_holding_leader() -> (String, mpsc::UnboundedReceiver<BTreeSet<String>>) {

@@ -5,12 +5,14 @@
 //! - [`service`]: the leader side of `strom.replication.v1` (long-polled follower fetches).
 //! - [`fetcher`]: the follower side, one fetch loop per leader broker.
 //! - [`isr`]: the leader's ISR shrink/expand proposals (AlterPartition to the controller).
+//! - [`markers`]: the leader side of a transaction coordinator's markers (`WriteMarkers`).
 //!
 //! The per-partition rules (divergence by leader epoch, follower state, the high watermark,
 //! truncation) live with the replica in `partition::replication`.
 
 pub mod fetcher;
 pub mod isr;
+pub mod markers;
 pub mod service;
 
 pub use fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::future::select_all;
 use strom_proto::replication::replication_server::Replication;
-use strom_proto::replication::{FetchRequest, FetchResponse, PartitionData, PartitionFetch, ReplicaError};
+use strom_proto::replication::{
+    FetchRequest, FetchResponse, PartitionData, PartitionFetch, ReplicaError, WriteMarkersRequest, WriteMarkersResponse,
+};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
@@ -183,6 +185,16 @@ impl ReplicationService {
 
 #[tonic::async_trait]
 impl Replication for ReplicationService {
+    async fn write_markers(
+        &self,
+        request: Request<WriteMarkersRequest>,
+    ) -> Result<Response<WriteMarkersResponse>, Status> {
+        let req = request.into_inner();
+        let resp =
+            super::markers::write_markers(&self.replicas, &req, super::markers::MARKER_REPLICATION_TIMEOUT).await;
+        Ok(Response::new(resp))
+    }
+
     async fn fetch(&self, request: Request<FetchRequest>) -> Result<Response<FetchResponse>, Status> {
         let peer = request.remote_addr();
         let req = request.into_inner();

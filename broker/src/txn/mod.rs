@@ -6,9 +6,11 @@
 //! - [`state`]: one transactional id's state and the pure decisions on it.
 //! - [`records`]: `__transaction_state` keys and values in Kafka's formats; the id → partition
 //!   hash.
+//! - [`load`]: a `__transaction_state` partition read back by its new leader.
 //!
 //! docs/transactions.md: what is built, what is guaranteed, and what is still to come.
 
+pub mod load;
 pub mod records;
 pub mod state;
 
