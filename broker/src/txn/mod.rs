@@ -7,9 +7,12 @@
 //! - [`records`]: `__transaction_state` keys and values in Kafka's formats; the id → partition
 //!   hash.
 //! - [`load`]: a `__transaction_state` partition read back by its new leader.
+//! - [`coordinator`]: [`coordinator::TransactionCoordinator`] — the requests, each decision
+//!   written and replicated before it is answered, the markers, timeouts, failover.
 //!
 //! docs/transactions.md: what is built, what is guaranteed, and what is still to come.
 
+pub mod coordinator;
 pub mod load;
 pub mod records;
 pub mod state;
