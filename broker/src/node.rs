@@ -19,6 +19,8 @@ use crate::metadata::{Catalog, ProducerIdAllocator};
 use crate::metrics::Metrics;
 use crate::partition::{Partition, ReplicaManager};
 use crate::replication::{IsrChanges, ReplicaFetchers};
+use crate::txn::coordinator::TransactionCoordinator;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 /// How long a Kafka request waits for the controller to commit a metadata change (through
 /// an election if one is under way).
@@ -59,6 +61,8 @@ pub struct Node {
     pub producer_ids: ProducerIdAllocator,
     pub metrics: Arc<Metrics>,
     pub groups: Arc<GroupCoordinator>,
+    /// The transaction coordinator of the `__transaction_state` partitions this broker leads.
+    pub txn: Arc<TransactionCoordinator>,
     pub metadata: Metadata,
     /// The fetch loops of the partitions this broker follows.
     pub fetchers: Arc<ReplicaFetchers>,
@@ -115,24 +119,35 @@ impl Node {
     /// Creates `__consumer_offsets` on first use, as Kafka does (FindCoordinator): compacted,
     /// so each group's latest metadata and offsets are kept and superseded ones cleaned away.
     pub async fn ensure_offsets_topic(&self) -> Result<(), TopicOpError> {
-        if self.catalog.get(OFFSETS_TOPIC).is_some() {
+        self.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions).await
+    }
+
+    /// Creates `__transaction_state` on first use, as Kafka does (as many partitions as the
+    /// coordinator hashes ids over; replication and segments as `__consumer_offsets`).
+    pub async fn ensure_transaction_state_topic(&self) -> Result<(), TopicOpError> {
+        self.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.txn.config().state_partitions).await
+    }
+
+    async fn ensure_internal_topic(&self, name: &str, partitions: i32) -> Result<(), TopicOpError> {
+        if self.catalog.get(name).is_some() {
             return Ok(());
         }
         // offsets.topic.replication.factor, capped by the brokers there are (a development
-        // cluster of one must still get its offsets topic).
+        // cluster of one must still get its internal topics).
         let live = self.catalog.image().live_brokers().count();
         let wanted = self.config.offsets_topic_replication_factor;
         let replication_factor = wanted.min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
         if replication_factor < wanted {
             tracing::warn!(
+                topic = name,
                 wanted,
                 live,
-                "creating __consumer_offsets with fewer replicas than offsets.topic.replication.factor"
+                "creating an internal topic with fewer replicas than offsets.topic.replication.factor"
             );
         }
         let spec = TopicSpec {
-            name: OFFSETS_TOPIC.to_string(),
-            partitions: self.config.offsets_topic_num_partitions,
+            name: name.to_string(),
+            partitions,
             replication_factor,
             configs: BTreeMap::from([
                 ("cleanup.policy".to_string(), "compact".to_string()),
@@ -150,7 +165,7 @@ impl Node {
 
     /// Whether clients may not write to or delete this topic directly.
     pub fn is_internal(topic: &str) -> bool {
-        topic == OFFSETS_TOPIC
+        topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
     }
 
     /// Creates a topic through the controller; returns once this broker's image has it.

@@ -20,6 +20,7 @@ use crate::node::Node;
 use crate::partition::Leadership;
 use crate::replication::FollowTarget;
 use crate::shutdown::Shutdown;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 /// Applies `image` to this broker (after `previous`, if any). `epoch` is this broker's
 /// registration: a replica leads only while the image shows this very registration unfenced,
@@ -80,6 +81,29 @@ pub fn apply(node: &Node, previous: Option<&MetadataImage>, image: &MetadataImag
             if changed {
                 node.replicas.update_topic_config(topic);
             }
+        }
+    }
+    let loaded = node.txn.loaded_partitions();
+    for p in 0..node.txn.config().state_partitions {
+        let leader_epoch = node.replicas.leader(TRANSACTION_STATE_TOPIC, p).map(|r| r.leadership().leader_epoch);
+        let was = loaded.contains(&p);
+        match leader_epoch {
+            Some(epoch) if !was => {
+                let ids = node.txn.load_partition(p, epoch);
+                tracing::info!(
+                    partition = p,
+                    ids,
+                    "coordinating the transactional ids of __transaction_state partition"
+                );
+            }
+            None if was => {
+                node.txn.unload_partition(p);
+                tracing::info!(
+                    partition = p,
+                    "no longer coordinating the transactional ids of __transaction_state partition"
+                );
+            }
+            _ => {}
         }
     }
     let loaded = node.groups.loaded_partitions();

@@ -176,6 +176,18 @@ pub async fn run(
         shutdown.clone(),
     ));
     let isr_changes = Arc::new(IsrChanges::default());
+    let markers = crate::txn::markers::ClusterMarkers {
+        me,
+        replicas: replicas.clone(),
+        image: metadata.image(),
+        channels: metadata.channels.clone(),
+    };
+    let txn_config = crate::txn::coordinator::TxnConfig {
+        state_partitions: config.offsets_topic_num_partitions,
+        ..Default::default()
+    };
+    let txn =
+        Arc::new(crate::txn::coordinator::TransactionCoordinator::new(txn_config, replicas.clone(), Arc::new(markers)));
     let node = Arc::new(Node {
         config: config.clone(),
         advertised_host,
@@ -185,6 +197,7 @@ pub async fn run(
         producer_ids: ProducerIdAllocator::new(me, epoch_rx.clone(), metadata.client.clone()),
         metrics: metrics.clone(),
         groups: groups.clone(),
+        txn,
         metadata: metadata.clone(),
         fetchers: fetchers.clone(),
         isr_changes: isr_changes.clone(),
@@ -433,14 +446,20 @@ async fn every_blocking(
     }
 }
 
-/// Drives the group coordinator's timers (session expiry, rebalance deadlines).
+/// Drives the group coordinator's timers (session expiry, rebalance deadlines) and, every
+/// second, the transaction coordinator's timeouts.
 async fn group_tick_loop(node: Arc<Node>, mut shutdown: Shutdown) {
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = 0u64;
     loop {
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = ticker.tick() => node.groups.tick(),
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(10) {
+            node.txn.abort_timed_out().await;
         }
     }
 }

@@ -136,3 +136,21 @@ pub fn group(e: &GroupError) -> i16 {
 pub fn group_opt(e: &Option<GroupError>) -> i16 {
     e.as_ref().map_or(NONE, group)
 }
+
+/// A transaction coordinator's refusal. `fenced_code` says whether the request's version
+/// knows PRODUCER_FENCED (KIP-588); older clients get INVALID_PRODUCER_EPOCH instead.
+pub fn txn(e: &crate::txn::coordinator::CoordinatorError, fenced_code: bool) -> i16 {
+    use crate::txn::coordinator::CoordinatorError;
+    use crate::txn::state::TxnError;
+    let code = match e {
+        CoordinatorError::Txn(TxnError::InvalidProducerIdMapping) => ResponseError::InvalidProducerIdMapping,
+        CoordinatorError::Txn(TxnError::ProducerFenced) if fenced_code => ResponseError::ProducerFenced,
+        CoordinatorError::Txn(TxnError::ProducerFenced) => ResponseError::InvalidProducerEpoch,
+        CoordinatorError::Txn(TxnError::ConcurrentTransactions) => ResponseError::ConcurrentTransactions,
+        CoordinatorError::Txn(TxnError::InvalidTxnState) => ResponseError::InvalidTxnState,
+        CoordinatorError::Txn(TxnError::InvalidTransactionTimeout { .. }) => ResponseError::InvalidTransactionTimeout,
+        CoordinatorError::NotCoordinator(_) => ResponseError::NotCoordinator,
+        CoordinatorError::NotAvailable(_) | CoordinatorError::NeedsProducerId => ResponseError::CoordinatorNotAvailable,
+    };
+    code.code()
+}

@@ -7,13 +7,13 @@ use std::sync::OnceLock;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    AlterConfigsResponse, AlterPartitionReassignmentsResponse, ApiVersionsResponse, CreatePartitionsResponse,
-    CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeGroupsResponse, DescribeQuorumResponse, ElectLeadersResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse,
-    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
-    MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse,
-    SyncGroupResponse,
+    AddPartitionsToTxnResponse, AlterConfigsResponse, AlterPartitionReassignmentsResponse, ApiVersionsResponse,
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse, DescribeQuorumResponse,
+    ElectLeadersResponse, EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse, SyncGroupResponse,
 };
 
 /// A response that can list the error codes it holds.
@@ -90,6 +90,11 @@ error_codes!(OffsetFetchResponse {
 error_codes!(DescribeGroupsResponse { groups [ error_code; ] });
 error_codes!(ListGroupsResponse { error_code; });
 error_codes!(DeleteGroupsResponse { results [ error_code; ] });
+error_codes!(AddPartitionsToTxnResponse {
+    error_code;
+    results_by_topic_v3_and_below [ results_by_partition [ partition_error_code; ] ]
+});
+error_codes!(EndTxnResponse { error_code; });
 error_codes!(OffsetDeleteResponse { error_code; topics [ partitions [ error_code; ] ] });
 
 /// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), as its `error` metric tag

@@ -6,13 +6,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest, ElectLeadersRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest,
+    AddPartitionsToTxnRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest, ElectLeadersRequest,
+    EndTxnRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -239,7 +239,21 @@ async fn dispatch(
             key,
             version,
             c,
-            &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest)).await,
+            &handlers::init_producer_id::handle(node, req!(InitProducerIdRequest), version).await,
+        ),
+        ApiKey::AddPartitionsToTxn => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::add_partitions_to_txn::handle(node, req!(AddPartitionsToTxnRequest), version).await,
+        ),
+        ApiKey::EndTxn => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::end_txn::handle(node, req!(EndTxnRequest), version).await,
         ),
         ApiKey::FindCoordinator => respond(
             &node.metrics,

@@ -41,6 +41,10 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::DeleteTopics, "DeleteTopics", 1, 6),
     api(ApiKey::DeleteRecords, "DeleteRecords", 0, 2),
     api(ApiKey::InitProducerId, "InitProducerId", 0, 5),
+    // The client forms (v4+ is KIP-890's broker-to-coordinator verification).
+    api(ApiKey::AddPartitionsToTxn, "AddPartitionsToTxn", 0, 3),
+    // v5 is KIP-890's transactions v2 (the epoch bumped on every commit).
+    api(ApiKey::EndTxn, "EndTxn", 0, 4),
     api(ApiKey::DescribeConfigs, "DescribeConfigs", 1, 4),
     api(ApiKey::AlterConfigs, "AlterConfigs", 0, 2),
     api(ApiKey::CreatePartitions, "CreatePartitions", 0, 3),

@@ -88,6 +88,9 @@ impl ReplicaManager {
             }
         }
         let opened = Arc::new(Partition::open(&dir, &topic.name, index, topic.id, self.broker.node_id, config)?);
+        // Every broker runs a transaction coordinator: clients' transactional batches are
+        // appended (their transactions end with the coordinator's markers).
+        opened.accept_transactions(true);
         self.topics.write().entry(topic.name.clone()).or_default().insert(index, opened.clone());
         Ok(opened)
     }

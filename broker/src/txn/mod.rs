@@ -9,11 +9,13 @@
 //! - [`load`]: a `__transaction_state` partition read back by its new leader.
 //! - [`coordinator`]: [`coordinator::TransactionCoordinator`] — the requests, each decision
 //!   written and replicated before it is answered, the markers, timeouts, failover.
+//! - [`markers`]: the markers sent to the partitions' leaders (this broker's own directly).
 //!
 //! docs/transactions.md: what is built, what is guaranteed, and what is still to come.
 
 pub mod coordinator;
 pub mod load;
+pub mod markers;
 pub mod records;
 pub mod state;
 

@@ -1,6 +1,7 @@
 //! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
 //! partition (`hash(group) % partitions`), as the metadata image names it. The offsets topic
-//! is created on first use, as in Kafka. Transaction coordinators (key type 1) do not exist yet.
+//! is created on first use, as in Kafka. A transactional id's (key type 1) is the leader of
+//! its `__transaction_state` partition, created on first use too.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -10,10 +11,12 @@ use kafka_protocol::protocol::StrBytes;
 use crate::group::OFFSETS_TOPIC;
 use crate::kafka::error_code;
 use crate::node::Node;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 use super::str_bytes;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub async fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
     let keys: Vec<StrBytes> = if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
@@ -47,21 +50,26 @@ async fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
         c.error_message = Some(str_bytes(&message));
         c
     };
-    if key_type != KEY_TYPE_GROUP {
-        return fail(
-            c,
-            ResponseError::InvalidRequest.code(),
-            format!("coordinator key type {key_type} is not supported (transactions are not implemented yet)"),
-        );
-    }
-    if let Err(e) = node.ensure_offsets_topic().await {
-        tracing::warn!(error = %e, "creating __consumer_offsets failed");
+    let (topic, partition, created) = match key_type {
+        KEY_TYPE_GROUP => (OFFSETS_TOPIC, node.groups.partition_of(&group), node.ensure_offsets_topic().await),
+        KEY_TYPE_TRANSACTION => {
+            (TRANSACTION_STATE_TOPIC, node.txn.partition_of(&group), node.ensure_transaction_state_topic().await)
+        }
+        other => {
+            return fail(
+                c,
+                ResponseError::InvalidRequest.code(),
+                format!("coordinator key type {other} is not supported"),
+            )
+        }
+    };
+    if let Err(e) = created {
+        tracing::warn!(topic, error = %e, "creating an internal topic failed");
         return fail(c, ResponseError::CoordinatorNotAvailable.code(), error_code::message(&e));
     }
     let image = node.catalog.image();
-    let partition = node.groups.partition_of(&group);
     let leader = image
-        .topic(OFFSETS_TOPIC)
+        .topic(topic)
         .and_then(|t| t.partition(partition))
         .map(|p| p.leader)
         .and_then(|l| image.broker(l).filter(|b| !b.fenced));
@@ -69,7 +77,7 @@ async fn coordinator(node: &Node, key: StrBytes, key_type: i8) -> Coordinator {
         return fail(
             c,
             ResponseError::CoordinatorNotAvailable.code(),
-            format!("__consumer_offsets partition {partition} has no leader right now"),
+            format!("{topic} partition {partition} has no leader right now"),
         );
     };
     c.node_id = BrokerId(leader.id);

@@ -1,6 +1,7 @@
 //! One handler per Kafka API. Each takes the decoded request (and the version where fields
 //! depend on it) and the node's shared state, and returns the response to encode.
 
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
@@ -15,6 +16,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_quorum;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;

@@ -1,0 +1,132 @@
+//! Transactions through librdkafka's transactional producer against 3 brokers (RF 3): what a
+//! read_committed consumer reads (committed records only, each once) against a
+//! read_uncommitted one (the aborted ones too), and zombie fencing (a second producer with the
+//! same transactional.id fences the first, and nothing the first sends afterwards becomes
+//! visible). docs/transactions.md.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use e2e::clients;
+use e2e::cluster::{Cluster, ClusterSpec};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn transactional_producer(bootstrap: &str, id: &str) -> ThreadedProducer<DefaultProducerContext> {
+    let producer: ThreadedProducer<DefaultProducerContext> = clients::producer_config(bootstrap, "all")
+        .set("transactional.id", id)
+        .set("transaction.timeout.ms", "60000")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    producer.init_transactions(TIMEOUT).unwrap();
+    producer
+}
+
+fn send(producer: &ThreadedProducer<DefaultProducerContext>, values: impl IntoIterator<Item = String>) {
+    for (i, value) in values.into_iter().enumerate() {
+        let key = i.to_string();
+        producer.send(BaseRecord::to("out").key(&key).payload(&value)).map_err(|(e, _)| e).unwrap();
+    }
+}
+
+/// Every value in `topic` from the beginning, read with `isolation`, until `expected` arrived
+/// and a further second brought nothing.
+fn read_all(bootstrap: &str, isolation: &str, expected: usize) -> Vec<String> {
+    let consumer: BaseConsumer =
+        clients::consumer_config(bootstrap).set("isolation.level", isolation).create().unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..3 {
+        assignment.add_partition_offset("out", p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut values = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    let mut quiet_since = Instant::now();
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                values.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+                quiet_since = Instant::now();
+            }
+            Some(Err(e)) => eprintln!("read_all: {e}"),
+            None if values.len() >= expected && quiet_since.elapsed() > Duration::from_secs(1) => break,
+            None => {}
+        }
+    }
+    values
+}
+
+fn values(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[test]
+fn read_committed_sees_committed_transactions_once_and_never_aborted_ones() {
+    let cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
+    let bootstrap = cluster.bootstrap();
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&admin, "out", 3, 3, &[("min.insync.replicas", "2")]).unwrap().unwrap();
+
+    let producer = transactional_producer(&bootstrap, "tx-copier");
+    producer.begin_transaction().unwrap();
+    send(&producer, values("first", 30));
+    producer.commit_transaction(TIMEOUT).unwrap();
+    producer.begin_transaction().unwrap();
+    send(&producer, values("aborted", 20));
+    producer.flush(TIMEOUT).unwrap();
+    producer.abort_transaction(TIMEOUT).unwrap();
+    producer.begin_transaction().unwrap();
+    send(&producer, values("second", 10));
+    producer.commit_transaction(TIMEOUT).unwrap();
+
+    let committed: BTreeSet<String> = values("first", 30).into_iter().chain(values("second", 10)).collect();
+    let read = read_all(&bootstrap, "read_committed", committed.len());
+    assert_eq!(read.len(), committed.len(), "each committed record once: {read:?}");
+    assert_eq!(read.iter().cloned().collect::<BTreeSet<_>>(), committed);
+
+    let everything = read_all(&bootstrap, "read_uncommitted", 60);
+    assert_eq!(everything.len(), 60, "read_uncommitted sees the aborted records too");
+    assert_eq!(everything.iter().filter(|v| v.starts_with("aborted-")).count(), 20);
+}
+
+#[test]
+fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
+    let cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
+    let bootstrap = cluster.bootstrap();
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&admin, "out", 3, 3, &[]).unwrap().unwrap();
+
+    let zombie = transactional_producer(&bootstrap, "tx-shared");
+    zombie.begin_transaction().unwrap();
+    send(&zombie, values("zombie", 10));
+    zombie.flush(TIMEOUT).unwrap();
+
+    // The new instance: its InitProducerId aborts the zombie's open transaction and fences it.
+    let successor = transactional_producer(&bootstrap, "tx-shared");
+    successor.begin_transaction().unwrap();
+    send(&successor, values("successor", 10));
+    successor.commit_transaction(TIMEOUT).unwrap();
+
+    // The zombie's later work fails as fenced, and nothing of it becomes visible.
+    send(&zombie, values("late", 5));
+    let committed = zombie.commit_transaction(TIMEOUT);
+    match &committed {
+        Err(KafkaError::Transaction(e)) => assert!(e.is_fatal() || e.txn_requires_abort(), "{e}"),
+        other => panic!("the zombie's commit should fail as fenced, got {other:?}"),
+    }
+    let read = read_all(&bootstrap, "read_committed", 10);
+    assert_eq!(
+        read.iter().cloned().collect::<BTreeSet<_>>(),
+        values("successor", 10).into_iter().collect(),
+        "{read:?}"
+    );
+}
