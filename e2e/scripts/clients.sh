@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Third-party clients against a fresh Strom broker: kcat (librdkafka, as Debian ships it) and
 # kafka-python (a pure-Python client with its own protocol code), each as a producer, an
-# assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g'); then
-# kafka-python's admin client moving a partition and electing leaders on three brokers.
+# assign-only consumer and a group consumer (kcat -G; kafka-python with group_id='g'),
+# kafka-python's transactional producer with read_committed and read_uncommitted consumers;
+# then kafka-python's admin client moving a partition and electing leaders on three brokers.
 #
 # Installs what it needs if missing: kcat (and python3-venv, if a venv cannot be made) from
 # Debian's packages, and a venv at <repo>/.venv with kafka-python (pinned) plus the libraries
@@ -182,6 +183,10 @@ run_python_check() {
 
 run_python_check roundtrip "$SCRIPTS/kafka_python_roundtrip.py" --bootstrap "$BOOTSTRAP" roundtrip \
   --records 10000 --codecs none,gzip,snappy,lz4,zstd
+
+# --- transactions ---------------------------------------------------------------------------
+# kafka-python's transactional producer and read_committed consumer (docs/transactions.md).
+run_python_check transactions "$SCRIPTS/kafka_python_transactions.py" --bootstrap "$BOOTSTRAP"
 
 # --- consumer groups ------------------------------------------------------------------------
 # kcat -G is librdkafka's balanced consumer (subscribe; the broker coordinates the group). It
