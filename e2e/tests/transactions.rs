@@ -1,8 +1,9 @@
 //! Transactions through librdkafka's transactional producer against 3 brokers (RF 3): what a
 //! read_committed consumer reads (committed records only, each once) against a
-//! read_uncommitted one (the aborted ones too), and zombie fencing (a second producer with the
+//! read_uncommitted one (the aborted ones too), zombie fencing (a second producer with the
 //! same transactional.id fences the first, and nothing the first sends afterwards becomes
-//! visible). docs/transactions.md.
+//! visible), and the coordinator SIGKILLed between AddPartitionsToTxn and EndTxn (the commit
+//! completes on its successor). docs/transactions.md.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use e2e::clients;
-use e2e::cluster::{Cluster, ClusterSpec};
+use e2e::cluster::{wait_until, Cluster, ClusterSpec};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -129,4 +130,46 @@ fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
         values("successor", 10).into_iter().collect(),
         "{read:?}"
     );
+}
+
+/// Kafka's partition of a key: `abs(javaHashCode(key)) % partitions`.
+fn java_partition(key: &str, partitions: usize) -> usize {
+    let mut h: i32 = 0;
+    for unit in key.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    usize::try_from(abs).unwrap() % partitions
+}
+
+#[test]
+fn a_transaction_commits_after_its_coordinator_is_killed_between_add_partitions_and_end_txn() {
+    let mut cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
+    let bootstrap = cluster.bootstrap();
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&admin, "out", 3, 3, &[("min.insync.replicas", "2")]).unwrap().unwrap();
+
+    let producer = transactional_producer(&bootstrap, "tx-failover");
+    producer.begin_transaction().unwrap();
+    send(&producer, values("survives", 30));
+    producer.flush(TIMEOUT).unwrap();
+
+    // The coordinator is the leader of the id's __transaction_state partition.
+    let state = cluster.metadata_of(0).unwrap();
+    let partitions = state.topics.get("__transaction_state").expect("__transaction_state exists").partitions.len();
+    let p = java_partition("tx-failover", partitions);
+    let coordinator = cluster.partition_of(&[0, 1, 2], "__transaction_state", p).unwrap().leader;
+    cluster.broker(coordinator).kill().unwrap();
+    let others: Vec<i32> = (0..3).filter(|b| *b != coordinator).collect();
+    wait_until(TIMEOUT, || {
+        let now = cluster.partition_of(&others, "__transaction_state", p)?;
+        anyhow::ensure!(now.leader >= 0 && now.leader != coordinator, "leader still {}", now.leader);
+        Ok(())
+    })
+    .unwrap();
+
+    producer.commit_transaction(TIMEOUT).expect("the commit completes on the new coordinator");
+    let read = read_all(&cluster.bootstrap_running(), "read_committed", 30);
+    assert_eq!(read.iter().cloned().collect::<BTreeSet<_>>(), values("survives", 30).into_iter().collect(), "{read:?}");
+    assert_eq!(read.len(), 30, "each once");
 }
