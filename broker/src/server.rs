@@ -150,8 +150,13 @@ pub async fn run(
     let replicas = Arc::new(ReplicaManager::new(&config.data_dir, config.clone()));
     let (epoch_tx, epoch_rx) = watch::channel(None);
     let throttle = Arc::new(Throttle::default());
-    let replication =
-        ReplicationService { replicas: replicas.clone(), image: metadata.image(), throttle: throttle.clone() };
+    let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
+    let replication = ReplicationService {
+        replicas: replicas.clone(),
+        image: metadata.image(),
+        throttle: throttle.clone(),
+        groups: groups.clone(),
+    };
     let admin = AdminService::new();
     let internal_task =
         tokio::spawn(internal::run(internal_listener, metadata.clone(), replication, admin.clone(), internal_shutdown));
@@ -160,7 +165,6 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     metrics.partition_series.store(config.metrics_partition_series, std::sync::atomic::Ordering::Relaxed);
-    let groups = Arc::new(GroupCoordinator::new(crate::node::group_config(&config), replicas.clone()));
     let ready = Arc::new(AtomicBool::new(false));
     let fetchers = Arc::new(ReplicaFetchers::new(
         FetcherConfig {
@@ -179,6 +183,7 @@ pub async fn run(
     let markers = crate::txn::markers::ClusterMarkers {
         me,
         replicas: replicas.clone(),
+        groups: groups.clone(),
         image: metadata.image(),
         channels: metadata.channels.clone(),
     };

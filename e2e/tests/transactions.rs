@@ -173,3 +173,65 @@ fn a_transaction_commits_after_its_coordinator_is_killed_between_add_partitions_
     assert_eq!(read.iter().cloned().collect::<BTreeSet<_>>(), values("survives", 30).into_iter().collect(), "{read:?}");
     assert_eq!(read.len(), 30, "each once");
 }
+
+/// The group's committed offset of `in`-0, as a fresh member of it sees it.
+fn committed(bootstrap: &str, group: &str) -> i64 {
+    let consumer: BaseConsumer = clients::consumer_config(bootstrap).set("group.id", group).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition("in", 0);
+    let got = consumer.committed_offsets(tpl, TIMEOUT).unwrap();
+    match got.find_partition("in", 0).map(|e| e.offset()) {
+        Some(Offset::Offset(o)) => o,
+        other => panic!("no committed offset: {other:?}"),
+    }
+}
+
+#[test]
+fn offsets_committed_in_a_transaction_count_only_if_it_commits() {
+    let cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
+    let bootstrap = cluster.bootstrap();
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    clients::create_topic_with(&admin, "in", 1, 3, &[]).unwrap().unwrap();
+    clients::create_topic_with(&admin, "out", 3, 3, &[]).unwrap().unwrap();
+    let input: Vec<(i32, String)> = (0..30).map(|i| (0, format!("in-{i}"))).collect();
+    clients::produce_to_partitions(&bootstrap, "in", &input).unwrap();
+
+    let consumer: BaseConsumer = clients::consumer_config(&bootstrap).set("group.id", "copier").create().unwrap();
+    let producer = transactional_producer(&bootstrap, "tx-copier-offsets");
+    // Copies input[from..from+10] to `out` in one transaction with the consumed offsets.
+    let copy = |from: i64, commit: bool| {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("in", 0, Offset::Offset(from)).unwrap();
+        consumer.assign(&tpl).unwrap();
+        producer.begin_transaction().unwrap();
+        let mut read = 0;
+        let deadline = Instant::now() + TIMEOUT;
+        while read < 10 && Instant::now() < deadline {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                let value = format!("copied-{}", String::from_utf8_lossy(m.payload().unwrap_or_default()));
+                producer.send(BaseRecord::<(), _>::to("out").payload(&value)).map_err(|(e, _)| e).unwrap();
+                read += 1;
+            }
+        }
+        assert_eq!(read, 10);
+        let mut offsets = TopicPartitionList::new();
+        offsets.add_partition_offset("in", 0, Offset::Offset(from + 10)).unwrap();
+        producer.send_offsets_to_transaction(&offsets, &consumer.group_metadata().unwrap(), TIMEOUT).unwrap();
+        if commit {
+            producer.commit_transaction(TIMEOUT).unwrap();
+        } else {
+            producer.abort_transaction(TIMEOUT).unwrap();
+        }
+    };
+    copy(0, true);
+    assert_eq!(committed(&bootstrap, "copier"), 10);
+    copy(10, false);
+    assert_eq!(committed(&bootstrap, "copier"), 10, "the aborted transaction's offsets are not applied");
+    copy(10, true);
+    assert_eq!(committed(&bootstrap, "copier"), 20);
+
+    let out = read_all(&bootstrap, "read_committed", 20);
+    let expected: BTreeSet<String> = (0..20).map(|i| format!("copied-in-{i}")).collect();
+    assert_eq!(out.len(), 20, "each copied once: {out:?}");
+    assert_eq!(out.into_iter().collect::<BTreeSet<_>>(), expected);
+}

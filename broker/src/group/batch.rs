@@ -32,6 +32,22 @@ fn get_varint(buf: &mut &[u8]) -> Option<i64> {
 
 /// One uncompressed batch holding `records` (key, value-or-tombstone) stamped `timestamp`.
 pub fn encode(records: &[(Bytes, Option<Bytes>)], timestamp: i64) -> Bytes {
+    encode_batch(records, timestamp, None)
+}
+
+/// The same, as part of a producer's transaction (TxnOffsetCommit's offsets): the
+/// transactional bit and the producer's id and epoch; the transaction's marker decides
+/// whether the records count.
+pub fn encode_transactional(
+    records: &[(Bytes, Option<Bytes>)],
+    timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Bytes {
+    encode_batch(records, timestamp, Some((producer_id, producer_epoch)))
+}
+
+fn encode_batch(records: &[(Bytes, Option<Bytes>)], timestamp: i64, producer: Option<(i64, i16)>) -> Bytes {
     let mut body = BytesMut::new();
     for (i, (key, value)) in records.iter().enumerate() {
         let mut r = BytesMut::new();
@@ -58,12 +74,14 @@ pub fn encode(records: &[(Bytes, Option<Bytes>)], timestamp: i64) -> Bytes {
     batch.put_i32(-1); // partition leader epoch, stamped by the log
     batch.put_i8(2); // magic
     batch.put_u32(0); // crc, below
-    batch.put_i16(0); // attributes: no compression, CreateTime
+                      // Attributes: no compression, CreateTime; transactional (bit 4) for a producer's.
+    batch.put_i16(if producer.is_some() { 0x10 } else { 0 });
     batch.put_i32((count - 1).max(0));
     batch.put_i64(timestamp);
     batch.put_i64(timestamp);
-    batch.put_i64(-1); // producer id
-    batch.put_i16(-1); // producer epoch
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
+    batch.put_i64(producer_id);
+    batch.put_i16(producer_epoch);
     batch.put_i32(-1); // base sequence
     batch.put_i32(count);
     batch.put_slice(&body);
@@ -78,6 +96,8 @@ pub struct KeyValue {
     pub offset: i64,
     pub key: Bytes,
     pub value: Option<Bytes>,
+    /// The producer whose transaction wrote it (its marker decides), or None.
+    pub transaction: Option<i64>,
 }
 
 /// Why a batch of `__consumer_offsets` could not be read.
@@ -95,7 +115,7 @@ pub enum ReadError {
 /// log end (a new leader loads everything it has, not only what its high watermark covers
 /// yet: its log is the partition's history from now on), in offset order. Unreadable
 /// batches are logged and skipped.
-pub fn scan_partition(partition: &Partition, mut f: impl FnMut(KeyValue)) {
+pub fn scan_partition(partition: &Partition, mut f: impl FnMut(Scanned)) {
     let (topic, index) = (partition.topic.clone(), partition.index);
     let mut offset = partition.log_start_offset();
     loop {
@@ -108,11 +128,13 @@ pub fn scan_partition(partition: &Partition, mut f: impl FnMut(KeyValue)) {
         };
         let Some(bytes) = read.records.filter(|b| !b.is_empty()) else { break };
         let mut next = offset;
-        match decode(&bytes) {
-            Ok(records) => {
-                for r in records {
-                    next = next.max(r.offset + 1);
-                    f(r);
+        match decode_scanned(&bytes) {
+            Ok(scanned) => {
+                for s in scanned {
+                    if let Scanned::Record(r) = &s {
+                        next = next.max(r.offset + 1);
+                    }
+                    f(s);
                 }
             }
             Err(e) => tracing::error!(%topic, partition = index, offset, error = %e, "skipping unreadable batch"),
@@ -128,14 +150,46 @@ pub fn scan_partition(partition: &Partition, mut f: impl FnMut(KeyValue)) {
     }
 }
 
+/// What a scan of an internal topic finds, in log order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scanned {
+    Record(KeyValue),
+    /// A transaction marker: the records of `producer_id`'s transaction before it count
+    /// (`commit`) or not.
+    Marker {
+        producer_id: i64,
+        commit: bool,
+    },
+}
+
 /// The key/value records of whole uncompressed batches in `bytes`; control batches are skipped.
 pub fn decode(bytes: &[u8]) -> Result<Vec<KeyValue>, ReadError> {
+    Ok(decode_scanned(bytes)?
+        .into_iter()
+        .filter_map(|s| match s {
+            Scanned::Record(r) => Some(r),
+            Scanned::Marker { .. } => None,
+        })
+        .collect())
+}
+
+/// The records and transaction markers of whole uncompressed batches in `bytes`.
+pub fn decode_scanned(bytes: &[u8]) -> Result<Vec<Scanned>, ReadError> {
     let mut out = Vec::new();
     for item in log::batches(bytes) {
         let (header, range): (BatchHeader, std::ops::Range<usize>) = item?;
         if header.is_control() {
+            let batch = bytes.get(range.clone()).ok_or(ReadError::Malformed(header.base_offset))?;
+            match crate::partition::transactions::parse_marker(batch) {
+                Ok(m) => out.push(Scanned::Marker {
+                    producer_id: header.producer_id,
+                    commit: m.kind == crate::partition::transactions::MarkerType::Commit,
+                }),
+                Err(e) => tracing::warn!(offset = header.base_offset, error = %e, "skipping a control batch"),
+            }
             continue;
         }
+        let transaction = header.is_transactional().then_some(header.producer_id);
         if header.compression_codec() != 0 {
             return Err(ReadError::Compressed(header.base_offset));
         }
@@ -163,7 +217,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<KeyValue>, ReadError> {
                 let v = rec.get(..value_len as usize).ok_or_else(bad)?;
                 Some(Bytes::copy_from_slice(v))
             };
-            out.push(KeyValue { offset: header.base_offset + delta, key, value });
+            out.push(Scanned::Record(KeyValue { offset: header.base_offset + delta, key, value, transaction }));
         }
     }
     Ok(out)

@@ -157,6 +157,46 @@ impl GroupCoordinator {
         })
     }
 
+    /// Appends `records` of `group` as part of a producer's transaction (its marker decides).
+    pub(super) fn persist_transactional(
+        &self,
+        group: &str,
+        records: &[(Bytes, Option<Bytes>)],
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), GroupError> {
+        let partition = self
+            .replicas
+            .get(OFFSETS_TOPIC, partition_for(group, self.config.offsets_topic_partitions))
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let now = now_ms();
+        let batch = batch::encode_transactional(records, now, producer_id, producer_epoch);
+        partition.append_for_coordinator(&batch, now).map(|_| ()).map_err(|e| {
+            tracing::error!(group, error = %e, "writing transactional offsets to __consumer_offsets failed");
+            GroupError::Storage(e.to_string())
+        })
+    }
+
+    /// Whether an open transaction committed an offset of `topic`-`partition` for `group`.
+    pub fn has_pending_txn_offsets(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.groups.lock().get(group).is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(&key)))
+    }
+
+    /// A transaction marker of `producer_id` was written to `__consumer_offsets` partition
+    /// `partition` (and replicated): its offsets there are applied on commit, dropped on abort.
+    pub fn complete_txn(&self, partition: i32, producer_id: i64, commit: bool) {
+        let partitions = self.config.offsets_topic_partitions;
+        let mut groups = self.groups.lock();
+        for group in groups.values_mut().filter(|g| partition_for(&g.id, partitions) == partition) {
+            if let Some(offsets) = group.pending_txn.remove(&producer_id) {
+                if commit {
+                    group.offsets.extend(offsets);
+                }
+            }
+        }
+    }
+
     fn persist_group(&self, group: &Group) {
         let key = RecordKey::Group { group: group.id.clone() }.encode();
         let value = group.to_value(now_ms()).encode();

@@ -2,7 +2,7 @@
 //! OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and loading the
 //! groups of a `__consumer_offsets` partition when this broker becomes its leader.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -54,6 +54,32 @@ impl GroupCoordinator {
         member_id: &str,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.commit(group_id, generation, member_id, offsets, None)
+    }
+
+    /// TxnOffsetCommit: offsets committed in a producer's transaction, written to
+    /// `__consumer_offsets` as part of it and applied only when its commit marker is (dropped
+    /// with an abort: [`GroupCoordinator::complete_txn`]). Clients before v3 send no
+    /// generation: then the membership is not checked, as in Kafka.
+    pub fn commit_txn_offsets(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        producer: (i64, i16),
+        offsets: Vec<OffsetCommit>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.commit(group_id, generation, member_id, offsets, Some(producer))
+    }
+
+    fn commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: Vec<OffsetCommit>,
+        transaction: Option<(i64, i16)>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
@@ -61,7 +87,9 @@ impl GroupCoordinator {
         let now_ms = now_ms();
         let mut groups = self.groups.lock();
         let group = groups.entry(group_id.to_string()).or_insert_with(|| Group::new(group_id, now_ms));
-        if generation < 0 && member_id.is_empty() {
+        if transaction.is_some() && generation < 0 {
+            // TxnOffsetCommit v0-2 (or a producer outside the group): no membership check.
+        } else if generation < 0 && member_id.is_empty() {
             if !group.members.is_empty() {
                 return Err(GroupError::UnknownMemberId);
             }
@@ -96,8 +124,16 @@ impl GroupCoordinator {
         }
         if !records.is_empty() {
             // Durable in the log before it is acknowledged or visible.
-            self.persist(group_id, &records)?;
-            group.offsets.extend(accepted);
+            match transaction {
+                None => {
+                    self.persist(group_id, &records)?;
+                    group.offsets.extend(accepted);
+                }
+                Some((producer_id, producer_epoch)) => {
+                    self.persist_transactional(group_id, &records, producer_id, producer_epoch)?;
+                    group.pending_txn.entry(producer_id).or_default().extend(accepted);
+                }
+            }
         }
         Ok(results)
     }
@@ -229,11 +265,22 @@ impl GroupCoordinator {
         let now_ms = now_ms();
         let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { return 0 };
         let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
-        batch::scan_partition(&partition, |r| match RecordKey::decode(r.key) {
-            Ok(key) => {
-                latest.insert(key, r.value);
+        // Records of transactions whose marker has not come yet, by producer id.
+        let mut open: HashMap<i64, Vec<(RecordKey, Option<Bytes>)>> = HashMap::new();
+        batch::scan_partition(&partition, |scanned| match scanned {
+            batch::Scanned::Record(r) => match (RecordKey::decode(r.key), r.transaction) {
+                (Ok(key), None) => {
+                    latest.insert(key, r.value);
+                }
+                (Ok(key), Some(producer_id)) => open.entry(producer_id).or_default().push((key, r.value)),
+                (Err(e), _) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
+            },
+            batch::Scanned::Marker { producer_id, commit } => {
+                let records = open.remove(&producer_id).unwrap_or_default();
+                if commit {
+                    latest.extend(records);
+                }
             }
-            Err(e) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
         });
         let mut groups = self.groups.lock();
         let mut loaded = std::collections::BTreeSet::new();
@@ -259,6 +306,20 @@ impl GroupCoordinator {
                     Err(e) => tracing::warn!(group = %id, error = %e, "skipping offset"),
                 },
                 _ => {}
+            }
+        }
+        // Offsets of transactions still open: pending until their markers.
+        for (producer_id, records) in open {
+            for (key, value) in records {
+                let (RecordKey::Offset { group, topic, partition }, Some(v)) = (key, value) else { continue };
+                match OffsetValue::decode(v) {
+                    Ok(ov) => {
+                        let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group, now_ms));
+                        g.pending_txn.entry(producer_id).or_default().insert((topic, partition), ov);
+                        loaded.insert(group);
+                    }
+                    Err(e) => tracing::warn!(group = %group, error = %e, "skipping a transaction's offset"),
+                }
             }
         }
         self.loaded.lock().insert(p);

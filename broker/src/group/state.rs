@@ -107,6 +107,9 @@ pub struct Group {
     /// When the group entered its current state (ms since the epoch).
     pub state_since_ms: i64,
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Offsets committed in producers' open transactions (TxnOffsetCommit), by producer id:
+    /// applied when its commit marker is written, dropped with an abort.
+    pub pending_txn: HashMap<i64, BTreeMap<(String, i32), OffsetValue>>,
 }
 
 impl Group {
@@ -125,6 +128,7 @@ impl Group {
             join_not_before: None,
             state_since_ms: now_ms,
             offsets: BTreeMap::new(),
+            pending_txn: HashMap::new(),
         }
     }
 

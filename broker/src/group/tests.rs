@@ -144,3 +144,37 @@ async fn a_new_dynamic_member_must_rejoin_with_the_member_id_it_is_given() {
     assert_eq!(second.leader, first.member_id);
     assert_eq!(second.members.len(), 1, "the leader gets every member's metadata");
 }
+
+#[test]
+fn transactional_offsets_count_after_a_commit_marker_never_after_an_abort_and_survive_a_reload() {
+    use crate::partition::transactions::{Marker, MarkerType};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), 60_000);
+    let marker = |producer_id: i64, commit: bool| {
+        let kind = if commit { MarkerType::Commit } else { MarkerType::Abort };
+        let p = c.partition_of("g");
+        let partition = c.replicas.get(OFFSETS_TOPIC, p).expect("offsets partition");
+        partition.write_marker(producer_id, 0, Marker { kind, coordinator_epoch: 0 }, 1_000).expect("marker");
+        c.complete_txn(p, producer_id, commit);
+    };
+    let offset =
+        |c: &GroupCoordinator| c.fetch_offsets("g", None).into_iter().find_map(|(_, _, o)| o.map(|o| o.offset));
+    // Producer 5 commits offset 7 in a transaction: not visible until its commit marker.
+    c.commit_txn_offsets("g", -1, "", (5, 0), vec![commit("t", 0, 7)]).expect("commit").remove(0).expect("ok");
+    assert_eq!(offset(&c), None);
+    marker(5, true);
+    assert_eq!(offset(&c), Some(7));
+    // Producer 6 commits 9 and aborts: 7 stays.
+    c.commit_txn_offsets("g", -1, "", (6, 0), vec![commit("t", 0, 9)]).expect("commit").remove(0).expect("ok");
+    marker(6, false);
+    assert_eq!(offset(&c), Some(7));
+    // Producer 8's transaction is still open when a new coordinator loads the partition.
+    c.commit_txn_offsets("g", -1, "", (8, 0), vec![commit("t", 0, 11)]).expect("commit").remove(0).expect("ok");
+    let again = GroupCoordinator::new(c.config().clone(), c.replicas.clone());
+    for p in 0..3 {
+        again.load_partition(p);
+    }
+    assert_eq!(offset(&again), Some(7), "the committed transaction's offset, not the aborted or open one");
+    again.complete_txn(again.partition_of("g"), 8, true);
+    assert_eq!(offset(&again), Some(11), "the open transaction's offsets wait for its marker");
+}

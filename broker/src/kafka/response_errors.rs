@@ -7,13 +7,14 @@ use std::sync::OnceLock;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnResponse, AlterConfigsResponse, AlterPartitionReassignmentsResponse, ApiVersionsResponse,
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse, DescribeQuorumResponse,
-    ElectLeadersResponse, EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse, SyncGroupResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse, AlterPartitionReassignmentsResponse,
+    ApiVersionsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
+    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeQuorumResponse, ElectLeadersResponse, EndTxnResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse, SyncGroupResponse,
+    TxnOffsetCommitResponse,
 };
 
 /// A response that can list the error codes it holds.
@@ -95,6 +96,8 @@ error_codes!(AddPartitionsToTxnResponse {
     results_by_topic_v3_and_below [ results_by_partition [ partition_error_code; ] ]
 });
 error_codes!(EndTxnResponse { error_code; });
+error_codes!(AddOffsetsToTxnResponse { error_code; });
+error_codes!(TxnOffsetCommitResponse { topics [ partitions [ error_code; ] ] });
 error_codes!(OffsetDeleteResponse { error_code; topics [ partitions [ error_code; ] ] });
 
 /// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), as its `error` metric tag

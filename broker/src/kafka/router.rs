@@ -6,13 +6,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest, ElectLeadersRequest,
-    EndTxnRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey,
+    ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest,
+    ElectLeadersRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -247,6 +247,20 @@ async fn dispatch(
             version,
             c,
             &handlers::add_partitions_to_txn::handle(node, req!(AddPartitionsToTxnRequest), version).await,
+        ),
+        ApiKey::AddOffsetsToTxn => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::add_offsets_to_txn::handle(node, req!(AddOffsetsToTxnRequest), version).await,
+        ),
+        ApiKey::TxnOffsetCommit => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::txn_offset_commit::handle(node, req!(TxnOffsetCommitRequest), version).await,
         ),
         ApiKey::EndTxn => respond(
             &node.metrics,

@@ -45,6 +45,8 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::AddPartitionsToTxn, "AddPartitionsToTxn", 0, 3),
     // v5 is KIP-890's transactions v2 (the epoch bumped on every commit).
     api(ApiKey::EndTxn, "EndTxn", 0, 4),
+    api(ApiKey::AddOffsetsToTxn, "AddOffsetsToTxn", 0, 4),
+    api(ApiKey::TxnOffsetCommit, "TxnOffsetCommit", 0, 4),
     api(ApiKey::DescribeConfigs, "DescribeConfigs", 1, 4),
     api(ApiKey::AlterConfigs, "AlterConfigs", 0, 2),
     api(ApiKey::CreatePartitions, "CreatePartitions", 0, 3),

@@ -333,6 +333,23 @@ impl Partition {
     /// good CRC (checked once, by [`log::CheckedBatches`]), within max.message.bytes; idempotent batches are checked against the producer
     /// state and retries answered with their original offsets.
     pub fn append(&self, records: &Bytes, acks: i16, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
+        self.append_checked_by(records, acks, now_ms, true)
+    }
+
+    /// Appends a batch a coordinator wrote for a producer's transaction (TxnOffsetCommit's
+    /// offsets): it opens the transaction here like a client's batch, but carries no
+    /// sequence numbers to check (the coordinator is its only writer).
+    pub fn append_for_coordinator(&self, records: &Bytes, now_ms: i64) -> Result<AppendOutcome, PartitionError> {
+        self.append_checked_by(records, -1, now_ms, false)
+    }
+
+    fn append_checked_by(
+        &self,
+        records: &Bytes,
+        acks: i16,
+        now_ms: i64,
+        check_sequences: bool,
+    ) -> Result<AppendOutcome, PartitionError> {
         let config = self.config();
         let header = self.validate_batch(records, &config, now_ms)?;
         // The CRC, once; the log writes the request's batch as it is, a stamped copy of its
@@ -359,7 +376,7 @@ impl Partition {
                 min: config.min_insync_replicas,
             });
         }
-        let idempotent = header.producer_id >= 0;
+        let idempotent = header.producer_id >= 0 && check_sequences;
         let producer = producer_batch(&header);
         if idempotent {
             match state.producers.check(&producer) {

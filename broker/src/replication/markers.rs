@@ -2,7 +2,9 @@
 //! the partition it names as a control batch and replicated to the in-sync replicas before it
 //! is answered (Kafka's WriteTxnMarkers, on the internal port). A repeated marker (the
 //! coordinator retries after a timeout or a failover) is appended again and changes nothing:
-//! the transaction it ends is no longer open.
+//! the transaction it ends is no longer open. A marker on a `__consumer_offsets` partition
+//! also settles the offsets the transaction committed there (TxnOffsetCommit), once
+//! replicated.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use strom_proto::replication::{
     MarkerError, MarkerPartitionResult, MarkerResult, TxnMarker, WriteMarkersRequest, WriteMarkersResponse,
 };
 
+use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::partition::transactions::{Marker, MarkerType};
 use crate::partition::{PartitionError, ReplicaManager};
 use crate::time::now_ms;
@@ -20,6 +23,7 @@ pub const MARKER_REPLICATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Writes every marker of `req` to the partitions this broker leads.
 pub async fn write_markers(
     replicas: &ReplicaManager,
+    groups: Option<&GroupCoordinator>,
     req: &WriteMarkersRequest,
     timeout: Duration,
 ) -> WriteMarkersResponse {
@@ -28,7 +32,12 @@ pub async fn write_markers(
         let mut partitions = Vec::with_capacity(marker.partitions.len());
         for p in &marker.partitions {
             let (error, message) = match write_one(replicas, marker, &p.topic, p.partition, timeout).await {
-                Ok(()) => (MarkerError::MarkerNone, String::new()),
+                Ok(()) => {
+                    if let (Some(groups), OFFSETS_TOPIC) = (groups, p.topic.as_str()) {
+                        groups.complete_txn(p.partition, marker.producer_id, marker.commit);
+                    }
+                    (MarkerError::MarkerNone, String::new())
+                }
                 Err((error, message)) => (error, message),
             };
             partitions.push(MarkerPartitionResult {
@@ -126,7 +135,7 @@ mod tests {
         followed.set_leadership(Leadership { is_leader: false, leader: 1, ..Leadership::sole_leader(0, 0) });
 
         let req = WriteMarkersRequest { markers: vec![marker(2, false, 1, &[("out", 0), ("out", 1), ("gone", 0)])] };
-        let resp = write_markers(&replicas, &req, Duration::from_secs(5)).await;
+        let resp = write_markers(&replicas, None, &req, Duration::from_secs(5)).await;
         assert_eq!(
             errors(&resp),
             vec![vec![MarkerError::MarkerNone, MarkerError::MarkerNotLeader, MarkerError::MarkerUnknownPartition]]
@@ -137,16 +146,16 @@ mod tests {
         assert_eq!(read.stability.last_stable_offset, 1);
 
         // A repeat changes nothing; an older producer epoch or coordinator epoch is fenced.
-        let again = write_markers(&replicas, &req, Duration::from_secs(5)).await;
+        let again = write_markers(&replicas, None, &req, Duration::from_secs(5)).await;
         assert_eq!(errors(&again)[0][0], MarkerError::MarkerNone);
         let zombie = WriteMarkersRequest { markers: vec![marker(1, true, 1, &[("out", 0)])] };
         assert_eq!(
-            errors(&write_markers(&replicas, &zombie, Duration::from_secs(5)).await)[0][0],
+            errors(&write_markers(&replicas, None, &zombie, Duration::from_secs(5)).await)[0][0],
             MarkerError::MarkerInvalidProducerEpoch
         );
         let stale = WriteMarkersRequest { markers: vec![marker(2, true, 0, &[("out", 0)])] };
         assert_eq!(
-            errors(&write_markers(&replicas, &stale, Duration::from_secs(5)).await)[0][0],
+            errors(&write_markers(&replicas, None, &stale, Duration::from_secs(5)).await)[0][0],
             MarkerError::MarkerCoordinatorFenced
         );
     }

@@ -28,6 +28,8 @@ pub struct ReplicationService {
     pub image: watch::Receiver<Arc<MetadataImage>>,
     /// Shared by every fetch of replicas a reassignment adds (the replication throttle).
     pub throttle: Arc<Throttle>,
+    /// Settles transactional offsets when a marker reaches `__consumer_offsets`.
+    pub groups: Arc<crate::group::GroupCoordinator>,
 }
 
 /// A token bucket of bytes/s for the records sent to replicas being added by a reassignment
@@ -190,8 +192,13 @@ impl Replication for ReplicationService {
         request: Request<WriteMarkersRequest>,
     ) -> Result<Response<WriteMarkersResponse>, Status> {
         let req = request.into_inner();
-        let resp =
-            super::markers::write_markers(&self.replicas, &req, super::markers::MARKER_REPLICATION_TIMEOUT).await;
+        let resp = super::markers::write_markers(
+            &self.replicas,
+            Some(&self.groups),
+            &req,
+            super::markers::MARKER_REPLICATION_TIMEOUT,
+        )
+        .await;
         Ok(Response::new(resp))
     }
 

@@ -8,17 +8,21 @@ use std::collections::BTreeMap;
 
 use super::records::{decode_key, decode_value};
 use super::state::TxnMetadata;
-use crate::group::batch::scan_partition;
+use crate::group::batch::{scan_partition, Scanned};
 use crate::partition::Partition;
 
 /// The transactional ids of `partition`, by id.
 pub fn load(partition: &Partition) -> BTreeMap<String, TxnMetadata> {
     let mut latest: BTreeMap<String, Option<bytes::Bytes>> = BTreeMap::new();
-    scan_partition(partition, |r| match decode_key(r.key) {
-        Ok(id) => {
-            latest.insert(id, r.value);
+    scan_partition(partition, |scanned| {
+        // The coordinator writes no transactions of its own here: records only.
+        let Scanned::Record(r) = scanned else { return };
+        match decode_key(r.key) {
+            Ok(id) => {
+                latest.insert(id, r.value);
+            }
+            Err(e) => tracing::warn!(partition = partition.index, offset = r.offset, error = %e, "skipping record"),
         }
-        Err(e) => tracing::warn!(partition = partition.index, offset = r.offset, error = %e, "skipping record"),
     });
     latest
         .into_iter()

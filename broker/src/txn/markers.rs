@@ -12,6 +12,7 @@ use strom_proto::replication::{MarkerError, MarkerPartition, TxnMarker, WriteMar
 use tokio::sync::watch;
 
 use super::coordinator::MarkerSink;
+use crate::group::GroupCoordinator;
 use crate::metadata::network::Channels;
 use crate::metadata::MetadataImage;
 use crate::partition::ReplicaManager;
@@ -21,6 +22,8 @@ use crate::replication::markers::{write_markers, MARKER_REPLICATION_TIMEOUT};
 pub struct ClusterMarkers {
     pub me: i32,
     pub replicas: Arc<ReplicaManager>,
+    /// This broker's group coordinator (transactional offsets on `__consumer_offsets`).
+    pub groups: Arc<GroupCoordinator>,
     pub image: watch::Receiver<Arc<MetadataImage>>,
     pub channels: Channels,
 }
@@ -66,7 +69,7 @@ impl MarkerSink for ClusterMarkers {
                 }],
             };
             let answer = if leader == self.me {
-                Ok(write_markers(&self.replicas, &request, MARKER_REPLICATION_TIMEOUT).await)
+                Ok(write_markers(&self.replicas, Some(&self.groups), &request, MARKER_REPLICATION_TIMEOUT).await)
             } else {
                 self.remote(&image, leader, request).await
             };

@@ -1,6 +1,7 @@
 //! One handler per Kafka API. Each takes the decoded request (and the version where fields
 //! depend on it) and the node's shared state, and returns the response to encode.
 
+pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -33,6 +34,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

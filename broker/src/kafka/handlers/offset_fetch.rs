@@ -1,5 +1,7 @@
 //! OffsetFetch: committed offsets of one group (v0–7) or several (v8+); a partition without
-//! a committed offset reports -1.
+//! a committed offset reports -1. With `require_stable` (v7+, what read_committed consumers
+//! send), a partition with offsets of an open transaction answers UNSTABLE_OFFSET_COMMIT
+//! until its marker, so a consumer never resumes from an offset about to change (KIP-447).
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
@@ -19,6 +21,14 @@ type TopicOffsets = (String, Vec<(i32, Option<OffsetValue>)>);
 
 pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     let mut resp = OffsetFetchResponse::default();
+    let require_stable = version >= 7 && req.require_stable;
+    let unstable = |group: &str, topic: &str, partition: i32| {
+        if require_stable && node.groups.has_pending_txn_offsets(group, topic, partition) {
+            kafka_protocol::error::ResponseError::UnstableOffsetCommit.code()
+        } else {
+            error_code::NONE
+        }
+    };
     if version >= 8 {
         for g in &req.groups {
             let topics = g
@@ -46,6 +56,7 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
                             out.committed_offset = v.as_ref().map_or(-1, |v| v.offset);
                             out.committed_leader_epoch = v.as_ref().map_or(-1, |v| v.leader_epoch);
                             out.metadata = Some(str_bytes(v.as_ref().map_or("", |v| v.metadata.as_str())));
+                            out.error_code = unstable(&g.group_id, &name, p);
                             out
                         })
                         .collect();
@@ -82,6 +93,7 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
                         out.committed_leader_epoch = v.as_ref().map_or(-1, |v| v.leader_epoch);
                     }
                     out.metadata = Some(str_bytes(v.as_ref().map_or("", |v| v.metadata.as_str())));
+                    out.error_code = unstable(&req.group_id, &name, p);
                     out
                 })
                 .collect();
