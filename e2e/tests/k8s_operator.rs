@@ -325,7 +325,10 @@ fn scaling_to_five_and_back_to_three_moves_partitions_drains_before_removing_and
         std::thread::spawn(move || {
             let mut last_held: BTreeMap<i64, i64> = BTreeMap::new();
             let mut at_removal: BTreeMap<String, i64> = BTreeMap::new();
-            while !stop.load(Ordering::Relaxed) {
+            // One more pass after `stop`: the pods may go while a pass is in its sleep, and
+            // the Cluster is Ready (so `stop` is set) only once they are gone.
+            loop {
+                let last_pass = stop.load(Ordering::Relaxed);
                 if let Ok(run) = e2e::cli::strom(admin, &["cluster", "describe", "--output", "json"]) {
                     if let Ok(v) = run.json() {
                         for b in v["cluster"]["brokers"].as_array().into_iter().flatten() {
@@ -338,6 +341,9 @@ fn scaling_to_five_and_back_to_three_moves_partitions_drains_before_removing_and
                     if !running.contains_key(pod.as_str()) && !at_removal.contains_key(pod.as_str()) {
                         at_removal.insert(pod.clone(), last_held.get(&id).copied().unwrap_or(-1));
                     }
+                }
+                if last_pass {
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
