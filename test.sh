@@ -2,13 +2,18 @@
 # Runs every Strom test on this machine, installing what the tests need first.
 #   ./test.sh            everything: format, lints, unit + property tests, e2e tests with
 #                        librdkafka (rdkafka crate), then kcat and kafka-python (e2e/scripts)
-#                        and Apache Kafka's own tools and Java client (e2e/tests/kafka_tools.rs)
+#                        and Apache Kafka's own tools and Java client (e2e/tests/suite/kafka_tools.rs)
 # Environment: STROM_SKIP_LINT=1 skips fmt/clippy; CARGO_BUILD_JOBS as usual; STROM_CACHE_DIR
 # (default ~/.cache/strom) holds Kafka's jars and the Kubernetes control plane between runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# CI builds a clean clone: incremental caches would never be reused and take gigabytes.
+if [ "${CI:-}" = true ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
 
 # librdkafka is built from its bundled sources by rdkafka-sys: it needs a C toolchain,
 # cmake/make and perl, which the machine has; curl/zlib come from crates (libz-sys).
@@ -47,10 +52,10 @@ fi
 step "Apache Kafka's jars (fetched once per machine)"
 bash e2e/kafka/kafka.sh home
 
-# The Kubernetes control plane of e2e/tests/k8s_*.rs: etcd, kube-apiserver,
+# The Kubernetes control plane of e2e/tests/suite/k8s_*.rs: etcd, kube-apiserver,
 # kube-controller-manager and kubectl built from Go modules, once per machine (cached by
 # version under STROM_CACHE_DIR; a fresh machine downloads and compiles for a while); helm
-# for the chart's tests; Prometheus and promtool for e2e/tests/observability.rs.
+# for the chart's tests; Prometheus and promtool for e2e/tests/suite/observability.rs.
 step "Kubernetes control plane, helm, Prometheus and promtool (built once per machine)"
 bash e2e/k8s/controlplane/build.sh
 bash e2e/k8s/helm/build.sh
@@ -71,3 +76,6 @@ bash e2e/scripts/clients.sh
 
 step "e2e/scripts/dockerfile.sh (the Dockerfile, with the official parser)"
 bash e2e/scripts/dockerfile.sh
+
+# What the build left on disk (CI's disk is not large; e2e/README.md on why the suite is one binary).
+du -sh target 2>/dev/null || true

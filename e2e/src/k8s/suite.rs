@@ -1,6 +1,6 @@
 //! The user's path on a Kubernetes cluster, step by step, for any cluster kubectl reaches: a
 //! real one (kind, k3d, a cloud cluster: `STROM_E2E_KUBECONFIG`) or the test control plane
-//! with pod runners (where CI runs it): e2e/tests/k8s_real_cluster.rs.
+//! with pod runners (where CI runs it): e2e/tests/suite/k8s_real_cluster.rs.
 //!
 //! The chart is installed, the examples applied (the Cluster with the image under test and
 //! small requests), then, with Kafka clients running as pods (kcat) through the bootstrap

@@ -1,5 +1,5 @@
 //! Figures for docs/benchmarks.md ("The operator"), not a test: run by hand with
-//! `cargo test --release -p e2e --test k8s_operator_measure -- --ignored --nocapture`.
+//! `cargo test --release -p e2e --test suite k8s_operator_measure:: -- --ignored --nocapture`.
 //! Apply → 3 Ready brokers; scale 3 → 5 wall time and the producer's p99 during it against
 //! steady state; a rolling restart of 3 brokers, wall time and the longest producer stall;
 //! the operator's RSS, CPU and reconciles per minute over 5 idle minutes.

@@ -31,7 +31,7 @@ fn the_users_path_on_a_real_cluster() {
         println!(
             "skipped: STROM_E2E_KUBECONFIG is not set. To run the suite against a real cluster: \
              STROM_E2E_KUBECONFIG=~/.kube/config STROM_E2E_IMAGE=strom:dev \
-             cargo test --release -p e2e --test k8s_real_cluster -- --nocapture (docs/packaging.md)"
+             cargo test --release -p e2e --test suite k8s_real_cluster:: -- --nocapture (docs/packaging.md)"
         );
         return;
     };

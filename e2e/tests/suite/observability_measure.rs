@@ -1,5 +1,5 @@
 //! Figures for docs/benchmarks.md ("Metrics: scrape cost"), not a test: run by hand with
-//! `cargo test --release -p e2e --test observability_measure -- --ignored --nocapture`.
+//! `cargo test --release -p e2e --test suite observability_measure:: -- --ignored --nocapture`.
 //! - `/metrics` response time and size, and the series count, of one broker hosting 100 and
 //!   1,000 partitions and coordinating 100 groups, with and without per-partition series;
 //! - a producer's delays (acks=all, idempotent, fixed rate) while `/metrics` is scraped in a

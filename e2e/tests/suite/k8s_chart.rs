@@ -96,7 +96,7 @@ fn the_chart_lints_clean_and_renders_what_the_api_server_accepts() {
             assert!(rendered.contains(&format!("kind: {kind}\n")), "no {kind} in:\n{rendered}");
         }
         // The Prometheus Operator's CRDs are not installed here: its objects are checked by
-        // shape (the PrometheusRule's rules by promtool, e2e/tests/observability.rs).
+        // shape (the PrometheusRule's rules by promtool, e2e/tests/suite/observability.rs).
         if !extra.is_empty() {
             for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "Cluster"] {
                 assert!(rendered.contains(&format!("kind: {kind}\n")), "no {kind} in:\n{rendered}");
