@@ -26,6 +26,7 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
+    pub txn: Arc<crate::txn::coordinator::TransactionCoordinator>,
     pub metadata: Metadata,
     pub fetchers: Arc<ReplicaFetchers>,
     pub isr_changes: Arc<IsrChanges>,
@@ -121,7 +122,10 @@ async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> impl Int
         state.metrics.set_replication(&replication_stats(&state));
         state.metrics.set_fetcher_lags(&state.fetchers.stats.lags());
         state.metrics.set_log_dir(&log_dir_stats(&state.data_dir));
-        state.metrics.render(&state.replicas.all(), &state.groups.states(), state.groups.rebalances())
+        let partitions = state.replicas.all();
+        let topics = crate::txn::metrics::per_topic(&partitions);
+        state.metrics.transactions.set(state.txn.count_by_state(), topics);
+        state.metrics.render(&partitions, &state.groups.states(), state.groups.rebalances())
     })
     .await;
     let body = match rendered {

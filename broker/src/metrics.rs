@@ -68,6 +68,8 @@ pub struct Metrics {
     group_lag: Family<[(&'static str, String); 2], Gauge>,
     partition_lag: Family<[(&'static str, String); 3], Gauge>,
     topic_traffic: Arc<TopicTraffic>,
+    /// Transactional ids by state, open transactions and LSO lag ([`crate::txn::metrics`]).
+    pub transactions: Arc<crate::txn::metrics::TransactionGauges>,
     /// Held for a whole scrape: the scrape-time gauges are set, then encoded, by one scrape.
     scrape: parking_lot::Mutex<()>,
 }
@@ -376,6 +378,8 @@ impl Metrics {
         );
         let topic_traffic = Arc::new(TopicTraffic::default());
         registry.register_collector(Box::new(topic_traffic.clone()));
+        let transactions = Arc::new(crate::txn::metrics::TransactionGauges::default());
+        registry.register_collector(Box::new(transactions.clone()));
         registry.register(
             "log_end_offset",
             "Log end offset of each partition (with --metrics-partition-series)",
@@ -424,6 +428,7 @@ impl Metrics {
             group_lag,
             partition_lag,
             topic_traffic,
+            transactions,
             scrape: parking_lot::Mutex::new(()),
         }
     }

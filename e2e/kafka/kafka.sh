@@ -37,6 +37,7 @@ tool_class() {
     metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
     delete-records) echo org.apache.kafka.tools.DeleteRecordsCommand ;;
     get-offsets) echo org.apache.kafka.tools.GetOffsetShell ;;
+    transactions) echo org.apache.kafka.tools.TransactionsCommand ;;
     cluster) echo org.apache.kafka.tools.ClusterTool ;;
     broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
     storage) echo kafka.tools.StorageTool ;;
@@ -47,7 +48,7 @@ tool_class() {
 }
 TOOLS="topics configs console-producer console-consumer consumer-groups producer-perf-test
 consumer-perf-test e2e-latency reassign-partitions leader-election metadata-quorum delete-records
-get-offsets cluster broker-api-versions storage server compat-client"
+get-offsets transactions cluster broker-api-versions storage server compat-client"
 
 fetch() {
   mkdir -p "$KHOME"

@@ -6,6 +6,8 @@
 //!   executed as reassignments), broker removal, leader elections, unhealthy partitions.
 //! - [`groups`]: consumer groups, carried out by each group's coordinator (a broker that is
 //!   not the coordinator forwards the call).
+//! - [`transactions`]: transactional ids, listed from every coordinator, described and
+//!   aborted by each id's coordinator.
 //! - [`peers`]: what a broker answers about itself, and fan-out calls to the other brokers.
 //! - [`lag`]: the consumer lag of the groups this broker coordinates, for `/metrics`.
 //!
@@ -16,6 +18,7 @@ pub mod cluster;
 pub mod groups;
 pub mod lag;
 pub mod peers;
+pub mod transactions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -78,6 +81,10 @@ pub fn topic_status(e: &TopicOpError) -> Status {
 mod service {
     use strom_proto::admin::admin_server::Admin;
     use strom_proto::admin::{
+        AbortTransactionRequest, DescribeTransactionRequest, ListTransactionsRequest, ListTransactionsResponse,
+        Transaction,
+    };
+    use strom_proto::admin::{
         AlterTopicRequest, CancelRebalanceRequest, CreateTopicRequest, DeleteGroupRequest, DeleteGroupResponse,
         DeleteTopicRequest, DeleteTopicResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeGroupRequest,
         DescribeTopicRequest, ElectLeadersRequest, ElectLeadersResponse, Group, ListGroupsRequest, ListGroupsResponse,
@@ -88,7 +95,7 @@ mod service {
     };
     use tonic::{Request, Response, Status};
 
-    use super::{cluster, groups, peers, AdminService};
+    use super::{cluster, groups, peers, transactions, AdminService};
 
     type Answer<T> = Result<Response<T>, Status>;
 
@@ -169,6 +176,19 @@ mod service {
 
         async fn reset_group_offsets(&self, r: Request<ResetGroupOffsetsRequest>) -> Answer<ResetGroupOffsetsResponse> {
             groups::reset_offsets(self.node()?, r.into_inner()).await.map(Response::new)
+        }
+
+        async fn list_transactions(&self, r: Request<ListTransactionsRequest>) -> Answer<ListTransactionsResponse> {
+            let transactions = transactions::list_transactions(self.node()?, r.into_inner()).await;
+            Ok(Response::new(ListTransactionsResponse { transactions }))
+        }
+
+        async fn describe_transaction(&self, r: Request<DescribeTransactionRequest>) -> Answer<Transaction> {
+            transactions::describe_transaction(self.node()?, r.into_inner()).await.map(Response::new)
+        }
+
+        async fn abort_transaction(&self, r: Request<AbortTransactionRequest>) -> Answer<Transaction> {
+            transactions::abort_transaction(self.node()?, r.into_inner()).await.map(Response::new)
         }
 
         async fn local_replicas(&self, _r: Request<LocalReplicasRequest>) -> Answer<LocalReplicasResponse> {

@@ -151,6 +151,7 @@ pub fn txn(e: &crate::txn::coordinator::CoordinatorError, fenced_code: bool) -> 
         CoordinatorError::Txn(TxnError::InvalidTransactionTimeout { .. }) => ResponseError::InvalidTransactionTimeout,
         CoordinatorError::NotCoordinator(_) => ResponseError::NotCoordinator,
         CoordinatorError::NotAvailable(_) | CoordinatorError::NeedsProducerId => ResponseError::CoordinatorNotAvailable,
+        CoordinatorError::UnknownTransactionalId(_) => ResponseError::TransactionalIdNotFound,
     };
     code.code()
 }

@@ -10,11 +10,12 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse, AlterPartitionReassignmentsResponse,
     ApiVersionsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
     DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeQuorumResponse, ElectLeadersResponse, EndTxnResponse, FetchResponse, FindCoordinatorResponse,
-    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse, SyncGroupResponse,
-    TxnOffsetCommitResponse,
+    DescribeProducersResponse, DescribeQuorumResponse, DescribeTransactionsResponse, ElectLeadersResponse,
+    EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse,
+    ListPartitionReassignmentsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, ProduceResponse, SyncGroupResponse, TxnOffsetCommitResponse,
+    WriteTxnMarkersResponse,
 };
 
 /// A response that can list the error codes it holds.
@@ -98,6 +99,10 @@ error_codes!(AddPartitionsToTxnResponse {
 error_codes!(EndTxnResponse { error_code; });
 error_codes!(AddOffsetsToTxnResponse { error_code; });
 error_codes!(TxnOffsetCommitResponse { topics [ partitions [ error_code; ] ] });
+error_codes!(WriteTxnMarkersResponse { markers [ topics [ partitions [ error_code; ] ] ] });
+error_codes!(DescribeTransactionsResponse { transaction_states [ error_code; ] });
+error_codes!(ListTransactionsResponse { error_code; });
+error_codes!(DescribeProducersResponse { topics [ partitions [ error_code; ] ] });
 error_codes!(OffsetDeleteResponse { error_code; topics [ partitions [ error_code; ] ] });
 
 /// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), as its `error` metric tag

@@ -8,11 +8,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest, ApiKey,
     ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeQuorumRequest,
-    ElectLeadersRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeProducersRequest, DescribeQuorumRequest, DescribeTransactionsRequest, ElectLeadersRequest, EndTxnRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
+    ListTransactionsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -268,6 +269,34 @@ async fn dispatch(
             version,
             c,
             &handlers::end_txn::handle(node, req!(EndTxnRequest), version).await,
+        ),
+        ApiKey::WriteTxnMarkers => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::write_txn_markers::handle(node, req!(WriteTxnMarkersRequest)).await,
+        ),
+        ApiKey::DescribeTransactions => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::describe_transactions::handle(node, req!(DescribeTransactionsRequest)),
+        ),
+        ApiKey::ListTransactions => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::list_transactions::handle(node, req!(ListTransactionsRequest), version),
+        ),
+        ApiKey::DescribeProducers => respond(
+            &node.metrics,
+            key,
+            version,
+            c,
+            &handlers::describe_producers::handle(node, req!(DescribeProducersRequest)),
         ),
         ApiKey::FindCoordinator => respond(
             &node.metrics,

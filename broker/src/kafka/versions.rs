@@ -47,6 +47,8 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::EndTxn, "EndTxn", 0, 4),
     api(ApiKey::AddOffsetsToTxn, "AddOffsetsToTxn", 0, 4),
     api(ApiKey::TxnOffsetCommit, "TxnOffsetCommit", 0, 4),
+    // What the admin client sends a leader to abort a hanging transaction (kafka-transactions.sh).
+    api(ApiKey::WriteTxnMarkers, "WriteTxnMarkers", 1, 1),
     api(ApiKey::DescribeConfigs, "DescribeConfigs", 1, 4),
     api(ApiKey::AlterConfigs, "AlterConfigs", 0, 2),
     api(ApiKey::CreatePartitions, "CreatePartitions", 0, 3),
@@ -58,6 +60,10 @@ pub const SUPPORTED: &[SupportedApi] = &[
     api(ApiKey::ListPartitionReassignments, "ListPartitionReassignments", 0, 0),
     api(ApiKey::DescribeQuorum, "DescribeQuorum", 0, 2),
     api(ApiKey::DescribeCluster, "DescribeCluster", 0, 1),
+    api(ApiKey::DescribeProducers, "DescribeProducers", 0, 0),
+    api(ApiKey::DescribeTransactions, "DescribeTransactions", 0, 0),
+    // v2 adds a transactional id regex filter (KIP-1152), not served.
+    api(ApiKey::ListTransactions, "ListTransactions", 0, 1),
 ];
 
 /// The entry for `key`, if Strom serves it.

@@ -13,6 +13,10 @@ pub struct LogGauges {
     pub size_bytes: u64,
     /// The largest lag, in offsets, of a follower (0 unless this replica leads).
     pub max_follower_lag: i64,
+    /// High watermark − last stable offset (offsets held back from read_committed).
+    pub last_stable_offset_lag: i64,
+    /// Producers with a transaction open here.
+    pub open_transactions: i64,
 }
 
 /// The last [`LogGauges`] read.
@@ -22,6 +26,8 @@ pub struct LastGauges {
     log_end_offset: AtomicI64,
     size_bytes: AtomicU64,
     max_follower_lag: AtomicI64,
+    last_stable_offset_lag: AtomicI64,
+    open_transactions: AtomicI64,
 }
 
 impl LastGauges {
@@ -30,6 +36,8 @@ impl LastGauges {
         self.log_end_offset.store(g.log_end_offset, Ordering::Relaxed);
         self.size_bytes.store(g.size_bytes, Ordering::Relaxed);
         self.max_follower_lag.store(g.max_follower_lag, Ordering::Relaxed);
+        self.last_stable_offset_lag.store(g.last_stable_offset_lag, Ordering::Relaxed);
+        self.open_transactions.store(g.open_transactions, Ordering::Relaxed);
     }
 
     pub fn load(&self) -> LogGauges {
@@ -38,6 +46,8 @@ impl LastGauges {
             log_end_offset: self.log_end_offset.load(Ordering::Relaxed),
             size_bytes: self.size_bytes.load(Ordering::Relaxed),
             max_follower_lag: self.max_follower_lag.load(Ordering::Relaxed),
+            last_stable_offset_lag: self.last_stable_offset_lag.load(Ordering::Relaxed),
+            open_transactions: self.open_transactions.load(Ordering::Relaxed),
         }
     }
 }

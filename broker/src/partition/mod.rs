@@ -306,7 +306,8 @@ impl Partition {
     /// The log's positions, size and largest follower lag for `/metrics`: read now if the
     /// partition's lock is free, else those of the last read (see [`gauges`]).
     pub fn log_gauges(&self) -> gauges::LogGauges {
-        let Some(state) = self.state.try_lock() else { return self.last_gauges.load() };
+        let high_watermark = self.high_watermark();
+        let Some(mut state) = self.state.try_lock() else { return self.last_gauges.load() };
         let leo = state.log.log_end_offset();
         let max_follower_lag = state
             .followers
@@ -319,6 +320,8 @@ impl Partition {
             log_end_offset: leo,
             size_bytes: state.log.size_bytes(),
             max_follower_lag,
+            last_stable_offset_lag: high_watermark - state.txns.last_stable_offset(high_watermark),
+            open_transactions: i64::try_from(state.txns.open_transactions()).unwrap_or(i64::MAX),
         };
         drop(state);
         self.last_gauges.store(now);
@@ -683,6 +686,7 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
         producer_epoch: h.producer_epoch,
         first_sequence: h.base_sequence,
         last_sequence: h.last_sequence(),
+        max_timestamp: h.max_timestamp,
     }
 }
 

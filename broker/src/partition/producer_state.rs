@@ -24,6 +24,8 @@ pub struct ProducerBatch {
     pub producer_epoch: i16,
     pub first_sequence: i32,
     pub last_sequence: i32,
+    /// The batch's max timestamp (DescribeProducers reports the last one).
+    pub max_timestamp: i64,
 }
 
 /// A batch that was appended, remembered to answer retries.
@@ -35,10 +37,22 @@ pub struct CachedBatch {
     pub last_offset: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<CachedBatch>,
+    last_timestamp: i64,
+}
+
+/// One producer as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSnapshot {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence appended in this epoch; -1 before any.
+    pub last_sequence: i32,
+    /// The max timestamp of its last batch; -1 before any.
+    pub last_timestamp: i64,
 }
 
 /// The decision for an incoming batch.
@@ -71,6 +85,12 @@ fn next_sequence(seq: i32) -> i32 {
         0
     } else {
         seq + 1
+    }
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry { epoch: 0, batches: VecDeque::new(), last_timestamp: -1 }
     }
 }
 
@@ -123,6 +143,7 @@ impl ProducerStateTable {
             entry.epoch = batch.producer_epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp = batch.max_timestamp;
         entry.batches.push_back(CachedBatch {
             first_sequence: batch.first_sequence,
             last_sequence: batch.last_sequence,
@@ -155,6 +176,22 @@ impl ProducerStateTable {
         }
     }
 
+    /// Every producer with state here, by producer id.
+    pub fn snapshot(&self) -> Vec<ProducerSnapshot> {
+        let mut all: Vec<ProducerSnapshot> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, e)| ProducerSnapshot {
+                producer_id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_sequence),
+                last_timestamp: e.last_timestamp,
+            })
+            .collect();
+        all.sort_by_key(|p| p.producer_id);
+        all
+    }
+
     /// Number of producers with state here.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -170,7 +207,13 @@ mod tests {
     use super::*;
 
     fn batch(epoch: i16, first: i32, last: i32) -> ProducerBatch {
-        ProducerBatch { producer_id: 7, producer_epoch: epoch, first_sequence: first, last_sequence: last }
+        ProducerBatch {
+            producer_id: 7,
+            producer_epoch: epoch,
+            first_sequence: first,
+            last_sequence: last,
+            max_timestamp: 0,
+        }
     }
 
     #[test]

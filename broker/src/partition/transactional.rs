@@ -85,6 +85,16 @@ pub(super) fn observe_replicated(state: &mut State, records: &[u8]) {
     }
 }
 
+/// One producer of a partition, as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer: super::producer_state::ProducerSnapshot,
+    /// The newest coordinator epoch that wrote a marker for it here (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction here.
+    pub open_since: Option<i64>,
+}
+
 /// What a read_committed fetch adds to a read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stability {
@@ -145,6 +155,22 @@ impl Partition {
     pub fn last_stable_offset(&self) -> i64 {
         let high_watermark = self.high_watermark();
         self.state.lock().txns.last_stable_offset(high_watermark)
+    }
+
+    /// The producers with state on this replica, with their open transactions
+    /// (DescribeProducers, `kafka-transactions.sh describe-producers`).
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let state = self.state.lock();
+        state
+            .producers
+            .snapshot()
+            .into_iter()
+            .map(|p| ActiveProducer {
+                coordinator_epoch: state.txns.coordinator_epoch(p.producer_id),
+                open_since: state.txns.open_since(p.producer_id),
+                producer: p,
+            })
+            .collect()
     }
 
     /// Producers with a transaction open on this replica.

@@ -188,6 +188,16 @@ impl TransactionTable {
         }
     }
 
+    /// The first offset of `producer_id`'s open transaction here.
+    pub fn open_since(&self, producer_id: i64) -> Option<i64> {
+        self.open.get(&producer_id).copied()
+    }
+
+    /// The newest coordinator epoch that wrote a marker for `producer_id` (-1: none yet).
+    pub fn coordinator_epoch(&self, producer_id: i64) -> i32 {
+        self.coordinator_epochs.get(&producer_id).copied().unwrap_or(-1)
+    }
+
     /// Producers with a transaction open here.
     pub fn open_transactions(&self) -> usize {
         self.open.len()

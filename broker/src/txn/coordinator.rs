@@ -53,6 +53,9 @@ pub enum CoordinatorError {
     /// InitProducerId needs a producer id allocated first ([`TransactionCoordinator::needs_producer_id`]).
     #[error("a producer id must be allocated first")]
     NeedsProducerId,
+    /// No producer has used the id (TRANSACTIONAL_ID_NOT_FOUND).
+    #[error("transactional id {0} is not known to its coordinator")]
+    UnknownTransactionalId(String),
 }
 
 /// Where a marker goes and how it is written: the partitions' leaders, this broker's own
@@ -76,6 +79,9 @@ struct Entry {
     meta: TxnMetadata,
     /// A write (or the markers) in flight: other requests for the id wait their turn.
     busy: bool,
+    /// Whether `meta` is in `__transaction_state`: false for the placeholder of a new id
+    /// whose first write is in flight, which describe and list do not show.
+    durable: bool,
 }
 
 /// The transaction coordinator of this broker.
@@ -125,14 +131,29 @@ impl TransactionCoordinator {
         state::needs_producer_id(self.ids.lock().get(transactional_id).map(|e| &e.meta))
     }
 
-    /// The id's metadata now (DescribeTransactions, tests).
+    /// The id's metadata now, as written (DescribeTransactions, tests).
     pub fn describe(&self, transactional_id: &str) -> Option<TxnMetadata> {
-        self.ids.lock().get(transactional_id).map(|e| e.meta.clone())
+        self.ids.lock().get(transactional_id).filter(|e| e.durable).map(|e| e.meta.clone())
     }
 
-    /// Every id this broker coordinates (ListTransactions).
+    /// DescribeTransactions for one id: its metadata, or why there is none here.
+    pub fn describe_checked(&self, transactional_id: &str) -> Result<TxnMetadata, CoordinatorError> {
+        self.coordinator_epoch(transactional_id)?;
+        self.describe(transactional_id).ok_or_else(|| CoordinatorError::UnknownTransactionalId(transactional_id.into()))
+    }
+
+    /// Every id this broker coordinates, as written (ListTransactions).
     pub fn list(&self) -> Vec<TxnMetadata> {
-        self.ids.lock().values().map(|e| e.meta.clone()).collect()
+        self.ids.lock().values().filter(|e| e.durable).map(|e| e.meta.clone()).collect()
+    }
+
+    /// Transactional ids by state, for the metrics.
+    pub fn count_by_state(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for e in self.ids.lock().values().filter(|e| e.durable) {
+            *counts.entry(e.meta.state.name()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Takes the id for one decision: `decide` sees its metadata (None if unknown) and returns
@@ -154,7 +175,8 @@ impl TransactionCoordinator {
                 Some(e) => e.busy = true,
                 None => {
                     // Not known until written: a placeholder that only marks the id busy.
-                    ids.insert(transactional_id.to_string(), Entry { meta: next.clone(), busy: true });
+                    let placeholder = Entry { meta: next.clone(), busy: true, durable: false };
+                    ids.insert(transactional_id.to_string(), placeholder);
                 }
             }
         }
@@ -169,6 +191,7 @@ impl TransactionCoordinator {
             (Some(meta), Some(e)) => {
                 e.meta = meta.clone();
                 e.busy = keep_busy;
+                e.durable = true;
             }
             (None, Some(e)) if was_known => e.busy = false,
             (None, Some(_)) => {
@@ -312,6 +335,28 @@ impl TransactionCoordinator {
         Ok(())
     }
 
+    /// An operator's abort of the id's open transaction (`strom transactions abort`): decided
+    /// in a bumped epoch, fencing the producer, as a timeout would. Returns the decision; the
+    /// markers follow.
+    pub async fn abort(self: &Arc<Self>, transactional_id: &str) -> Result<TxnMetadata, CoordinatorError> {
+        let now = now_ms();
+        let unknown = || CoordinatorError::UnknownTransactionalId(transactional_id.into());
+        let (written, ()) = self
+            .decide_and_write(
+                transactional_id,
+                |m| m.state.is_preparing(),
+                |current| {
+                    let current = current.ok_or_else(unknown)?;
+                    Ok((Some(state::abort_open(current, now)?), ()))
+                },
+            )
+            .await?;
+        let aborting = written.ok_or_else(unknown)?;
+        tracing::info!(transactional_id, producer_id = aborting.producer_id, "aborting a transaction on request");
+        self.spawn_completion(aborting.clone());
+        Ok(aborting)
+    }
+
     /// Writes the markers of a decided transaction until every partition has one, then the
     /// Complete state. The id stays busy until then.
     fn spawn_completion(self: &Arc<Self>, prepared: TxnMetadata) {
@@ -400,7 +445,7 @@ impl TransactionCoordinator {
                 if preparing {
                     resume.push(meta.clone());
                 }
-                ids.insert(id, Entry { meta, busy: preparing });
+                ids.insert(id, Entry { meta, busy: preparing, durable: true });
             }
             self.loaded.lock().insert(p, leader_epoch);
         }

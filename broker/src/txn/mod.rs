@@ -10,12 +10,14 @@
 //! - [`coordinator`]: [`coordinator::TransactionCoordinator`] — the requests, each decision
 //!   written and replicated before it is answered, the markers, timeouts, failover.
 //! - [`markers`]: the markers sent to the partitions' leaders (this broker's own directly).
+//! - [`metrics`]: ids by state, open transactions and LSO lag for `/metrics`.
 //!
 //! docs/transactions.md: what is built, what is guaranteed, and what is still to come.
 
 pub mod coordinator;
 pub mod load;
 pub mod markers;
+pub mod metrics;
 pub mod records;
 pub mod state;
 

@@ -282,6 +282,22 @@ pub fn expire(m: &TxnMetadata, now_ms: i64) -> Option<TxnMetadata> {
     })
 }
 
+/// An operator's abort (`strom transactions abort`): the open transaction is aborted in a
+/// bumped epoch, as a timeout aborts it, fencing its producer. Only an `Ongoing` transaction
+/// can be aborted; one already decided finishes as decided.
+pub fn abort_open(m: &TxnMetadata, now_ms: i64) -> Result<TxnMetadata, TxnError> {
+    match m.state {
+        TxnState::Ongoing => Ok(TxnMetadata {
+            producer_epoch: m.producer_epoch.saturating_add(1).min(MAX_EPOCH),
+            state: TxnState::PrepareAbort,
+            last_update_ms: now_ms,
+            ..m.clone()
+        }),
+        TxnState::PrepareCommit | TxnState::PrepareAbort => Err(TxnError::ConcurrentTransactions),
+        _ => Err(TxnError::InvalidTxnState),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
@@ -298,6 +314,17 @@ mod tests {
 
     fn tp(t: &str, p: i32) -> (String, i32) {
         (t.to_string(), p)
+    }
+
+    #[test]
+    fn an_operator_aborts_only_an_open_transaction_and_fences_its_producer() {
+        let open = begun();
+        let aborting = abort_open(&open, 20).unwrap();
+        assert_eq!((aborting.state, aborting.producer_epoch), (TxnState::PrepareAbort, open.producer_epoch + 1));
+        assert_eq!(aborting.partitions, open.partitions, "the markers go where the transaction wrote");
+        assert_eq!(abort_open(&aborting, 30), Err(TxnError::ConcurrentTransactions));
+        let idle = ready(init_producer_id(None, "tx", 60_000, MAX, None, Some(7), 0));
+        assert_eq!(abort_open(&idle, 30), Err(TxnError::InvalidTxnState));
     }
 
     fn begun() -> TxnMetadata {

@@ -39,5 +39,6 @@ mod retention;
 mod roundtrip;
 mod transactions;
 mod transactions_copier;
+mod transactions_tools;
 
 mod versions;

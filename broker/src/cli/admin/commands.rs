@@ -17,6 +17,8 @@ pub enum AdminCommand {
     Broker(BrokerArgs),
     /// List, describe, reset and delete consumer groups.
     Group(GroupArgs),
+    /// List and describe transactional ids; abort an open transaction.
+    Transactions(TransactionsArgs),
 }
 
 impl AdminCommand {
@@ -27,6 +29,7 @@ impl AdminCommand {
             AdminCommand::Rebalance(a) => &a.conn,
             AdminCommand::Broker(a) => &a.conn,
             AdminCommand::Group(a) => &a.conn,
+            AdminCommand::Transactions(a) => &a.conn,
         }
     }
 }
@@ -245,4 +248,27 @@ pub enum GroupCommand {
     },
     /// Deletes a group that has no live members (and its committed offsets).
     Delete { group: String },
+}
+
+#[derive(Debug, Args)]
+pub struct TransactionsArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(subcommand)]
+    pub command: TransactionsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TransactionsCommand {
+    /// Lists the transactional ids every coordinator knows.
+    List {
+        /// Only ids in this state (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,
+        /// CompleteAbort); repeatable.
+        #[arg(long = "state", value_name = "STATE")]
+        states: Vec<String>,
+    },
+    /// One transactional id's producer, epoch, state, timeout and open partitions.
+    Describe { transactional_id: String },
+    /// Aborts the id's open transaction in a new epoch (its producer is fenced, as by a timeout).
+    Abort { transactional_id: String },
 }

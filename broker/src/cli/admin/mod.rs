@@ -2,10 +2,12 @@
 //! (`strom.admin.v1`) of any broker:
 //!
 //! - this file: the flags every admin command shares, the connection, errors and exit codes.
-//! - [`commands`]: the clap definitions of `cluster`, `topic`, `rebalance`, `broker`, `group`.
+//! - [`commands`]: the clap definitions of `cluster`, `topic`, `rebalance`, `broker`, `group`,
+//!   `transactions`.
 //! - [`cluster`]: `strom cluster`, `strom rebalance`, `strom broker`.
 //! - [`topics`]: `strom topic`.
 //! - [`groups`]: `strom group`.
+//! - [`transactions`]: `strom transactions`.
 //! - [`output`]: human tables and JSON.
 //! - [`progress`]: waiting for a rebalance or drain, with a progress bar.
 //!
@@ -19,6 +21,7 @@ pub mod groups;
 pub mod output;
 pub mod progress;
 pub mod topics;
+pub mod transactions;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -126,6 +129,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
             AdminCommand::Broker(a) => cluster::broker(&mut client, &conn, a.command, out).await,
             AdminCommand::Topic(a) => topics::run(&mut client, &conn, a.command, out).await,
             AdminCommand::Group(a) => groups::run(&mut client, &conn, a.command, out).await,
+            AdminCommand::Transactions(a) => transactions::run(&mut client, &conn, a.command, out).await,
         }
     }
     .await;
