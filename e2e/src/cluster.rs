@@ -329,6 +329,18 @@ pub fn metric_value(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
 }
 
+/// The partition of an internal topic (`__consumer_offsets`, `__transaction_state`) that
+/// holds `id` (a group or transactional id), as Kafka places it:
+/// `abs(javaHashCode(id)) % partitions`. Its leader is the id's coordinator.
+pub fn coordinator_partition(id: &str, partitions: usize) -> usize {
+    let mut h: i32 = 0;
+    for unit in id.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    usize::try_from(abs).unwrap_or(0) % partitions.max(1)
+}
+
 /// Polls `f` every 100 ms until it succeeds or `timeout` passes (then returns its last error).
 /// A liveness bound, not a timing assertion.
 pub fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Result<T>) -> Result<T> {

@@ -39,6 +39,7 @@ mod retention;
 mod roundtrip;
 mod transactions;
 mod transactions_copier;
+mod transactions_failover;
 mod transactions_tools;
 
 mod versions;

@@ -132,16 +132,6 @@ fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
     );
 }
 
-/// Kafka's partition of a key: `abs(javaHashCode(key)) % partitions`.
-fn java_partition(key: &str, partitions: usize) -> usize {
-    let mut h: i32 = 0;
-    for unit in key.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-    }
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    usize::try_from(abs).unwrap() % partitions
-}
-
 #[test]
 fn a_transaction_commits_after_its_coordinator_is_killed_between_add_partitions_and_end_txn() {
     let mut cluster = Cluster::start(ClusterSpec::new(3, 3)).expect("start 3 brokers");
@@ -157,7 +147,7 @@ fn a_transaction_commits_after_its_coordinator_is_killed_between_add_partitions_
     // The coordinator is the leader of the id's __transaction_state partition.
     let state = cluster.metadata_of(0).unwrap();
     let partitions = state.topics.get("__transaction_state").expect("__transaction_state exists").partitions.len();
-    let p = java_partition("tx-failover", partitions);
+    let p = e2e::cluster::coordinator_partition("tx-failover", partitions);
     let coordinator = cluster.partition_of(&[0, 1, 2], "__transaction_state", p).unwrap().leader;
     cluster.broker(coordinator).kill().unwrap();
     let others: Vec<i32> = (0..3).filter(|b| *b != coordinator).collect();
