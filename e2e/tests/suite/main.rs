@@ -38,6 +38,7 @@ mod replication_faults;
 mod retention;
 mod roundtrip;
 mod transactions;
+mod transactions_bad_input;
 mod transactions_copier;
 mod transactions_failover;
 mod transactions_tools;
