@@ -11,6 +11,10 @@
 #     (a commit every 100 ms, as issue 33 asks);
 #   - read_committed: `consumer-perf-test` with isolation.level=read_committed reading the
 #     transactional topic back.
+#   - commit latency: `strom-load transactions` (librdkafka) sending as fast as it can for
+#     SECONDS (20) with a commit every 100 ms; records/s and each commit's duration, p50/p99
+#     (commit_transaction called → returned: the flush of what is in flight, EndTxn, the
+#     decision made durable).
 # The systems run one after the other (Kafka first), each stopped before the next starts.
 # Kafka: its defaults plus what a single combined node needs (the replication factors of its
 # internal topics 1); Strom: `strom serve` with its defaults. Output: DIR/results.tsv and a
@@ -23,6 +27,7 @@ DIR=${DIR:-/tmp/strom-bench-txn}
 RECORDS_100=1000000
 RECORDS_1K=300000
 ONLY=""
+SECONDS_TXN=${SECONDS_TXN:-20}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --records-100) RECORDS_100=$2; shift 2 ;;
@@ -34,6 +39,8 @@ done
 
 KAFKA_SH=$PWD/e2e/kafka/kafka.sh
 STROM=${STROM_BIN:-$PWD/target/release/strom}
+LOAD=$PWD/target/release/strom-load
+[[ -x $LOAD ]] || { echo "build strom-load first: cargo build --release -p e2e --bin strom-load" >&2; exit 1; }
 [[ -x $STROM ]] || { echo "build strom first: cargo build --release -p broker" >&2; exit 1; }
 KHOME=$(bash "$KAFKA_SH" home)
 TOOL=(env "KAFKA_HEAP_OPTS=-Xmx512M" bash "$KAFKA_SH" run)
@@ -164,6 +171,17 @@ run_system() { # run_system NAME
       --timeout 60000 >"$out" 2>&1 || true
     printf '%s\t%s\ttransactional\tread_committed\t%s\t-\t-\n' "$system" "$size" "$(parse_consumer "$out" | tr ' ' '\t')" >>"$RESULTS"
     tail -1 "$RESULTS" >&2
+    out=$DIR/$system-commit-latency-$size.out
+    "$LOAD" transactions --bootstrap "$BOOTSTRAP" --topic "commits-$size" --partitions 1 --record-size "$size" \
+      --transactional-id "load-$size" --commit-interval-ms 100 --seconds "$SECONDS_TXN" >"$out" 2>&1 || true
+    printf '%s\t%s\ttransactional\tcommit_latency\t%s\n' "$system" "$size" "$(python3 -c '
+import json, sys
+try:
+    j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    print(j["msgs_per_sec"], j["mb_per_sec"], j["latency_ms"]["p50"], j["latency_ms"]["p99"], sep="\t")
+except Exception:
+    print("-\t-\t-\t-")' "$out")" >>"$RESULTS"
+    tail -1 "$RESULTS" >&2
   done
 }
 
@@ -177,13 +195,15 @@ by = {(r[0], r[1], r[2], r[3]): r[4:] for r in rows}
 print("| record size | run | Kafka records/s (MB/s) | Strom records/s (MB/s) | Strom/Kafka | Kafka p50 / p99 ms | Strom p50 / p99 ms |")
 print("|---|---|---|---|---|---|---|")
 for size in ("100", "1024"):
-    for mode, op in (("idempotent", "produce"), ("transactional", "produce"), ("transactional", "read_committed")):
+    for mode, op in (("idempotent", "produce"), ("transactional", "produce"), ("transactional", "read_committed"),
+                     ("transactional", "commit_latency")):
         k, s = by.get(("kafka", size, mode, op)), by.get(("strom", size, mode, op))
         def cell(v):
             return f"{float(v[0]):,.0f} ({float(v[1]):.1f})" if v and v[0] != "-" else "-"
         def lat(v):
             return f"{v[2]} / {v[3]}" if v and len(v) > 3 and v[2] != "-" else "-"
         ratio = f"{float(s[0]) / float(k[0]):.2f}" if k and s and k[0] != "-" and s[0] != "-" and float(k[0]) > 0 else "-"
-        label = {"produce": f"{mode} produce", "read_committed": "read_committed consume"}[op]
+        label = {"produce": f"{mode} produce", "read_committed": "read_committed consume",
+                 "commit_latency": "transactional produce (librdkafka), commit latency"}[op]
         print(f"| {'100 B' if size == '100' else '1 KiB'} | {label} | {cell(k)} | {cell(s)} | {ratio} | {lat(k)} | {lat(s)} |")
 EOF

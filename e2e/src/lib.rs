@@ -65,5 +65,6 @@ pub mod process;
 pub mod prometheus;
 pub mod proxy;
 pub mod segment;
+pub mod txn_load;
 pub mod wire;
 pub mod workload;

@@ -65,6 +65,26 @@ enum Mode {
     CpuHandoff(HandoffArgs),
     /// Draw SVG charts of a bench-vs-kafka.sh results.tsv.
     Charts(ChartArgs),
+    /// A transactional producer sending as fast as it can, committing every interval; the
+    /// latency figures are the commits' (e2e/src/txn_load.rs).
+    Transactions(TxnArgs),
+}
+
+#[derive(Debug, Args)]
+struct TxnArgs {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    producer: ProducerSettings,
+    /// transactional.id
+    #[arg(long, default_value = "strom-load")]
+    transactional_id: String,
+    /// Commit every this many milliseconds.
+    #[arg(long, default_value_t = 100)]
+    commit_interval_ms: u64,
+    /// How long to run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +230,7 @@ fn main() {
         Mode::E2eLatency(args) => e2e_latency(&args).map(Report::finish),
         Mode::CpuHandoff(args) => cpu_handoff(&args).map(|line| (line, false)),
         Mode::Charts(args) => charts(&args).map(|line| (line, false)),
+        Mode::Transactions(args) => transactions(&args).map(Report::finish),
     };
     match outcome {
         Ok((line, had_errors)) => {
@@ -223,6 +244,26 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+fn transactions(args: &TxnArgs) -> Result<Report> {
+    prepare_topic(&args.target, &args.producer)?;
+    let run = e2e::txn_load::run(
+        producer_config(&args.target, &args.producer),
+        &args.transactional_id,
+        &args.target.topic,
+        args.producer.record_size,
+        Duration::from_millis(args.commit_interval_ms),
+        Duration::from_secs(args.seconds),
+    )?;
+    Ok(Report {
+        mode: "transactions",
+        records: run.records,
+        bytes: run.bytes,
+        secs: run.secs,
+        latencies_us: run.commit_latencies_us,
+        errors: 0,
+    })
 }
 
 fn charts(args: &ChartArgs) -> Result<String> {
