@@ -13,8 +13,8 @@
 #     transactional topic back.
 #   - commit latency: `strom-load transactions` (librdkafka) sending as fast as it can for
 #     SECONDS (20) with a commit every 100 ms; records/s and each commit's duration, p50/p99
-#     (commit_transaction called → returned: the flush of what is in flight, EndTxn, the
-#     decision made durable).
+#     (the transaction's records flushed first; then commit_transaction called → returned:
+#     EndTxn and the decision made durable). ROWS=commits runs only these rows.
 # The systems run one after the other (Kafka first), each stopped before the next starts.
 # Kafka: its defaults plus what a single combined node needs (the replication factors of its
 # internal topics 1); Strom: `strom serve` with its defaults. Output: DIR/results.tsv and a
@@ -152,6 +152,7 @@ run_system() { # run_system NAME
     records=$RECORDS_100
     [[ $size == 1024 ]] && records=$RECORDS_1K
     for mode in idempotent transactional; do
+      [[ ${ROWS:-all} == commits ]] && continue
       topic=$mode-$size
       "${TOOL[@]}" topics --bootstrap-server "$BOOTSTRAP" --create --topic "$topic" --partitions 1 \
         --replication-factor 1 >/dev/null
@@ -164,6 +165,7 @@ run_system() { # run_system NAME
       printf '%s\t%s\t%s\tproduce\t%s\n' "$system" "$size" "$mode" "$(parse_producer "$out" | tr ' ' '\t')" >>"$RESULTS"
       tail -1 "$RESULTS" >&2
     done
+    if [[ ${ROWS:-all} != commits ]]; then
     out=$DIR/$system-read-committed-$size.out
     printf 'isolation.level=read_committed\n' >"$DIR/read-committed.properties"
     "${TOOL[@]}" consumer-perf-test --bootstrap-server "$BOOTSTRAP" --topic "transactional-$size" \
@@ -171,6 +173,7 @@ run_system() { # run_system NAME
       --timeout 60000 >"$out" 2>&1 || true
     printf '%s\t%s\ttransactional\tread_committed\t%s\t-\t-\n' "$system" "$size" "$(parse_consumer "$out" | tr ' ' '\t')" >>"$RESULTS"
     tail -1 "$RESULTS" >&2
+    fi
     out=$DIR/$system-commit-latency-$size.out
     "$LOAD" transactions --bootstrap "$BOOTSTRAP" --topic "commits-$size" --partitions 1 --record-size "$size" \
       --transactional-id "load-$size" --commit-interval-ms 100 --seconds "$SECONDS_TXN" >"$out" 2>&1 || true

