@@ -54,3 +54,23 @@ pub fn run_with_stdin(mut cmd: Command, stdin: Stdio, what: &str, deadline: Dura
     let stderr = err.join().map_err(|_| anyhow!("stderr reader panicked"))?;
     Ok(Finished { code: status.code().unwrap_or(-1), stdout, stderr })
 }
+
+/// The name libtest knows test `name` of the module at `module_path` by (what `--exact`
+/// matches), for a test that runs another test of its own binary as a child process:
+/// `module_path!()` of `tests/suite/powercut.rs` is `suite::powercut`, its tests are
+/// `powercut::NAME`.
+pub fn test_path(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_crate, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_test_is_named_by_its_module_without_the_crate() {
+        assert_eq!(super::test_path("suite::powercut", "rust_std_child"), "powercut::rust_std_child");
+        assert_eq!(super::test_path("suite", "top"), "top");
+    }
+}

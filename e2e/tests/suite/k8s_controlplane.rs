@@ -291,8 +291,9 @@ fn no_component_outlives_a_failing_test() {
     // The child's output goes to a file: its "FAILED" lines are expected, not this run's.
     let child_log = dir.path().join("child.log");
     let log = std::fs::File::create(&child_log).unwrap();
+    let helper = e2e::process::test_path(module_path!(), "helper_start_the_control_plane_then_fail");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_start_the_control_plane_then_fail", "--ignored", "--nocapture"])
+        .args(["--exact", &helper, "--ignored", "--nocapture"])
         .env("STROM_E2E_PIDS_OUT", &out)
         .stdout(log.try_clone().unwrap())
         .stderr(log)

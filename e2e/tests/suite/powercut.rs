@@ -243,8 +243,9 @@ const CHILD_DIR: &str = "STROM_POWERCUT_TEST_CHILD_DIR";
 #[test]
 fn rust_std_file_operations_go_through_the_shim() {
     let fx = Fixture::new();
+    let child = e2e::process::test_path(module_path!(), "rust_std_child");
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "rust_std_child", "--nocapture", "--test-threads=1"])
+        .args(["--ignored", "--exact", &child, "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, &fx.data)
         .envs(fx.power.env())
         .stdout(Stdio::null())
