@@ -30,6 +30,9 @@
 //!   brokers and the operator, and queries through its HTTP API.
 //! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
 //!   every live connection, once or every N ms (network faults for the idempotence test).
+//! - [`reliability`]: the reliability suite's harness — a workload writing a history of JSON
+//!   lines, the checker of RELIABILITY.md's P1–P8 over it, and seeded scenarios with a fault
+//!   schedule, phases and a throughput floor.
 //! - [`clients`]: rdkafka helpers — producer configs, a delivery-tracking producer context,
 //!   admin calls, and an assign-based consumer that reads partitions from the beginning.
 //! - [`batch_consume`]: [`batch_consume::BatchReader`] — a consumer's messages many per call
@@ -64,6 +67,7 @@ pub mod powercut;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
+pub mod reliability;
 pub mod segment;
 pub mod txn_load;
 pub mod wire;
