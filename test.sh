@@ -69,7 +69,13 @@ fi
 
 step "cargo test -p e2e (real strom processes, librdkafka clients; one test at a time)"
 export STROM_BIN="$PWD/target/release/strom"
-cargo test --release -p e2e -- --test-threads=1
+cargo test --release -p e2e -- --test-threads=1 --skip reliability::
+
+# The reliability scenarios' short forms (e2e/tests/suite/reliability.rs), with their output
+# shown: each prints its seed, fault schedule and figures (acknowledged, read, lost,
+# duplicates, ops/s and the longest gap per phase) even when it passes.
+step "reliability scenarios (seeded faults, history checker)"
+cargo test --release -p e2e --test suite reliability:: -- --test-threads=1 --nocapture
 
 step "e2e/scripts/clients.sh (kcat and kafka-python against a real broker)"
 bash e2e/scripts/clients.sh

@@ -34,6 +34,9 @@ pub struct ClusterSpec {
     /// Brokers (learners) whose internal port the others reach through a [`TcpProxy`], so a
     /// test can partition them off (`Cluster::proxies`).
     pub proxied: Vec<i32>,
+    /// Whether clients reach every broker through a [`TcpProxy`] in front of its Kafka port
+    /// (each broker advertises its proxy: `Cluster::client_proxies`).
+    pub client_proxies: bool,
     /// Brokers (learners) that get their ports and data dirs but are not started: a test
     /// starts them later (`cluster.broker(id).start()`) to grow the cluster.
     pub held_back: Vec<i32>,
@@ -50,6 +53,7 @@ impl ClusterSpec {
             racks: Vec::new(),
             extra_args: FAST_SESSIONS.iter().map(|s| s.to_string()).collect(),
             proxied: Vec::new(),
+            client_proxies: false,
             held_back: Vec::new(),
             env: Vec::new(),
         }
@@ -79,6 +83,8 @@ pub struct Cluster {
     pub voters: String,
     /// The proxies in front of the internal ports of `ClusterSpec::proxied` brokers.
     pub proxies: BTreeMap<i32, TcpProxy>,
+    /// With `ClusterSpec::client_proxies`, the proxy in front of each broker's Kafka port.
+    pub client_proxies: BTreeMap<i32, TcpProxy>,
 }
 
 /// One partition as a broker's Metadata describes it.
@@ -148,6 +154,7 @@ impl Cluster {
         let voters = voters.join(",");
         let mut brokers = Vec::new();
         let mut proxies = BTreeMap::new();
+        let mut client_proxies = BTreeMap::new();
         for (id, [kafka, http, internal]) in addrs.into_iter().enumerate() {
             let mut extra_args = spec.extra_args.clone();
             if let Some(Some(rack)) = spec.racks.get(id) {
@@ -162,9 +169,16 @@ impl Cluster {
                 extra_args.extend(["--advertised-internal".to_string(), proxy.addr().to_string()]);
                 proxies.insert(node, proxy);
             }
+            let mut advertised_kafka = None;
+            if spec.client_proxies {
+                let proxy = TcpProxy::start(kafka)?;
+                advertised_kafka = Some(proxy.addr());
+                client_proxies.insert(node, proxy);
+            }
             let options = BrokerOptions {
                 node_id: Some(i32::try_from(id).context("broker id")?),
                 voters: Some(voters.clone()),
+                advertised_kafka,
                 extra_args,
                 env: spec.env.clone(),
                 ..BrokerOptions::default()
@@ -183,7 +197,7 @@ impl Cluster {
             }
             brokers.push(broker);
         }
-        Ok(Cluster { brokers, voters, proxies })
+        Ok(Cluster { brokers, voters, proxies, client_proxies })
     }
 
     /// Waits until every running broker answers `/readyz`.

@@ -1,7 +1,9 @@
 //! A user-space TCP proxy on `127.0.0.1:0` that forwards to one target (a broker's Kafka or
 //! internal port) and can drop every live connection — once with [`TcpProxy::cut_all`], or
 //! every N ms with [`TcpProxy::start_cutting`] — or partition the target off the network for a
-//! while ([`TcpProxy::partition`], [`TcpProxy::heal`]).
+//! while ([`TcpProxy::partition`], [`TcpProxy::heal`]), or disturb one direction of every
+//! connection without closing it ([`TcpProxy::set_fault`]: delay, or blackhole — bytes read
+//! and thrown away, so requests or responses vanish while the connection looks alive).
 //!
 //! Cutting a connection in the middle of a pipelined exchange loses requests and responses in
 //! flight, which is exactly what makes a client retry: the broker then has to recognise the
@@ -40,8 +42,47 @@ struct Cutter {
     handle: JoinHandle<()>,
 }
 
+/// One direction of the proxied connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to target: requests.
+    Up,
+    /// Target to client: responses.
+    Down,
+}
+
+/// What happens to the bytes of one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Pass,
+    /// Each chunk is held this long before it is passed on.
+    Delay(Duration),
+    /// Bytes are read and dropped; the connection stays open.
+    Blackhole,
+}
+
+impl Fault {
+    fn encode(self) -> u64 {
+        match self {
+            Fault::Pass => 0,
+            Fault::Delay(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX - 1).clamp(1, u64::MAX - 1),
+            Fault::Blackhole => u64::MAX,
+        }
+    }
+
+    fn decode(v: u64) -> Fault {
+        match v {
+            0 => Fault::Pass,
+            u64::MAX => Fault::Blackhole,
+            ms => Fault::Delay(Duration::from_millis(ms)),
+        }
+    }
+}
+
 struct Shared {
     target: SocketAddr,
+    /// [`Fault`] of each direction (up, down), encoded.
+    faults: [AtomicU64; 2],
     stopping: AtomicBool,
     /// While set, new connections are closed at once (a network partition).
     refusing: AtomicBool,
@@ -76,6 +117,7 @@ impl TcpProxy {
         let addr = listener.local_addr().context("proxy local_addr")?;
         let shared = Arc::new(Shared {
             target,
+            faults: [AtomicU64::new(0), AtomicU64::new(0)],
             stopping: AtomicBool::new(false),
             refusing: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
@@ -110,9 +152,17 @@ impl TcpProxy {
         self.shared.cut_all()
     }
 
-    /// Ends [`Self::partition`]: new connections are forwarded again.
+    /// Ends [`Self::partition`] and every [`Self::set_fault`]: new connections are forwarded
+    /// again and bytes pass untouched.
     pub fn heal(&self) {
         self.shared.refusing.store(false, Ordering::SeqCst);
+        self.set_fault(Direction::Up, Fault::Pass);
+        self.set_fault(Direction::Down, Fault::Pass);
+    }
+
+    /// Delays or drops the bytes of one direction of every connection, live and new.
+    pub fn set_fault(&self, direction: Direction, fault: Fault) {
+        self.shared.faults[direction as usize].store(fault.encode(), Ordering::SeqCst);
     }
 
     /// Cuts every live connection every `every` until [`Self::stop_cutting`] or drop.
@@ -204,11 +254,12 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         shared.conns().insert(id, (c3, u3));
         let done = Arc::new(AtomicU64::new(0));
-        for (from, to, name) in [(client, u2, "proxy-up"), (upstream, c2, "proxy-down")] {
+        for (from, to, direction) in [(client, u2, Direction::Up), (upstream, c2, Direction::Down)] {
+            let name = if direction == Direction::Up { "proxy-up" } else { "proxy-down" };
             let for_pump = Arc::clone(&shared);
             let done = Arc::clone(&done);
             let spawned = thread::Builder::new().name(name.into()).spawn(move || {
-                pump(from, to);
+                pump(from, to, &for_pump.faults[direction as usize]);
                 // The second pump to finish forgets the connection.
                 if done.fetch_add(1, Ordering::SeqCst) == 1 {
                     for_pump.conns().remove(&id);
@@ -221,8 +272,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Copies `from` to `to` until EOF or an error, then passes the close on.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` to `to` until EOF or an error, then passes the close on; applies the
+/// direction's [`Fault`] to each chunk.
+fn pump(mut from: TcpStream, mut to: TcpStream, fault: &AtomicU64) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match from.read(&mut buf) {
@@ -231,6 +283,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
                 return;
             }
             Ok(n) => {
+                match Fault::decode(fault.load(Ordering::SeqCst)) {
+                    Fault::Pass => {}
+                    Fault::Delay(d) => thread::sleep(d),
+                    Fault::Blackhole => continue,
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     let _ = from.shutdown(Shutdown::Both);
                     return;
@@ -286,6 +343,23 @@ mod tests {
         b.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         assert_eq!(roundtrip(&mut b, b"again").expect("echo after cut"), b"again");
         assert_eq!(proxy.accepted(), 2);
+    }
+
+    #[test]
+    fn a_blackholed_direction_drops_bytes_and_a_delayed_one_holds_them() {
+        let proxy = TcpProxy::start(echo_server()).expect("start proxy");
+        let mut a = TcpStream::connect(proxy.addr()).expect("connect through proxy");
+        a.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+        assert_eq!(roundtrip(&mut a, b"one").expect("echo"), b"one");
+        proxy.set_fault(Direction::Down, Fault::Blackhole);
+        assert!(roundtrip(&mut a, b"two").is_err(), "the answer is dropped");
+        proxy.set_fault(Direction::Down, Fault::Delay(Duration::from_millis(150)));
+        a.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let started = std::time::Instant::now();
+        assert_eq!(roundtrip(&mut a, b"three").expect("delayed echo"), b"three");
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        proxy.heal();
+        assert_eq!(roundtrip(&mut a, b"four").expect("echo after heal"), b"four");
     }
 
     #[test]

@@ -127,10 +127,15 @@ impl History {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Microseconds since the history began (the clock of [`Op::time`]).
+    pub fn now(&self) -> u64 {
+        u64::try_from(self.began.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
     /// Appends `op`, stamped with the time since the history began.
     pub fn record(&self, mut op: Op) {
         let mut inner = self.lock();
-        op.time = u64::try_from(self.began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        op.time = self.now();
         if inner.write_error.is_none() {
             let line = serde_json::to_string(&op).map_err(std::io::Error::other);
             if let Err(e) = line.and_then(|l| writeln!(inner.file, "{l}")) {

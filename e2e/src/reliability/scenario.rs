@@ -71,12 +71,29 @@ pub struct Phase {
     pub name: &'static str,
     pub acked: usize,
     pub took: Duration,
+    /// When it began and ended, on the history's clock (µs).
+    pub span: (u64, u64),
+    /// The longest time in the phase with no send acknowledged (a stall the backlog made
+    /// up for afterwards still shows here).
+    pub longest_gap: Duration,
 }
 
 impl Phase {
     pub fn per_second(&self) -> f64 {
         self.acked as f64 / self.took.as_secs_f64().max(0.001)
     }
+}
+
+/// The longest stretch of `span` (µs) holding none of the sorted instants `acks`.
+pub fn longest_gap(acks: &[u64], span: (u64, u64)) -> Duration {
+    let (from, to) = span;
+    let mut previous = from;
+    let mut longest = 0;
+    for &t in acks.iter().filter(|&&t| t >= from && t <= to) {
+        longest = longest.max(t - previous);
+        previous = t;
+    }
+    Duration::from_micros(longest.max(to.saturating_sub(previous)))
 }
 
 /// What a finished scenario measured.
@@ -172,9 +189,15 @@ impl Scenario {
         body: impl FnOnce(&mut Scenario) -> Result<()>,
     ) -> Result<()> {
         self.log(format_args!("phase {name} begins"));
-        let (acked, started) = (workload.acked(), Instant::now());
+        let (acked, started, from) = (workload.acked(), Instant::now(), self.history.now());
         body(self).with_context(|| format!("phase {name}"))?;
-        let phase = Phase { name, acked: workload.acked().saturating_sub(acked), took: started.elapsed() };
+        let phase = Phase {
+            name,
+            acked: workload.acked().saturating_sub(acked),
+            took: started.elapsed(),
+            span: (from, self.history.now()),
+            longest_gap: Duration::ZERO,
+        };
         self.log(format_args!(
             "phase {name} ends: {} acknowledged in {:.1?} ({:.0}/s)",
             phase.acked,
@@ -203,10 +226,23 @@ impl Scenario {
             .with_context(|| self.where_to_look())?;
         self.log(format_args!("final read: {read} records"));
         self.history.flush()?;
-        let report = check::check(&self.history.ops());
+        let ops = self.history.ops();
+        let report = check::check(&ops);
+        let acks: Vec<u64> = ops
+            .iter()
+            .filter(|op| op.f == super::history::F::Send && op.kind == super::history::Type::Ok)
+            .map(|op| op.time)
+            .collect();
+        for phase in &mut self.phases {
+            phase.longest_gap = longest_gap(&acks, phase.span);
+        }
         let offered = spec.producers as f64 * f64::from(spec.per_second);
         let figures = Figures { report, phases: self.phases.clone(), offered };
-        let rates: Vec<String> = figures.phases.iter().map(|p| format!("{} {:.0}", p.name, p.per_second())).collect();
+        let rates: Vec<String> = figures
+            .phases
+            .iter()
+            .map(|p| format!("{} {:.0} (longest gap {:.2} s)", p.name, p.per_second(), p.longest_gap.as_secs_f64()))
+            .collect();
         let summary = format!(
             "scenario {}: {}; ops/s offered {:.0}, {}; seed {}",
             self.name,
@@ -263,5 +299,13 @@ mod tests {
         let d = Rng::new(7).between(Duration::from_millis(100), Duration::from_millis(200));
         assert!((100..=200).contains(&d.as_millis()));
         assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
+    }
+
+    #[test]
+    fn the_longest_gap_counts_the_phase_edges() {
+        assert_eq!(longest_gap(&[], (0, 500)), Duration::from_micros(500));
+        assert_eq!(longest_gap(&[100, 150, 400], (0, 500)), Duration::from_micros(250));
+        assert_eq!(longest_gap(&[10, 20], (0, 900)), Duration::from_micros(880));
+        assert_eq!(longest_gap(&[5, 700, 1000], (100, 600)), Duration::from_micros(500));
     }
 }

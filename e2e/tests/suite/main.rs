@@ -33,6 +33,7 @@ mod observability_measure;
 mod power_cut;
 mod powercut;
 mod rebalance;
+mod reliability;
 mod replication;
 mod replication_faults;
 mod retention;
