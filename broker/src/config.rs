@@ -111,6 +111,10 @@ pub struct BrokerConfig {
     pub queued_max_request_bytes: u64,
     /// `max.connections`. Default 10000.
     pub max_connections: usize,
+    /// Produce requests are refused with KAFKA_STORAGE_ERROR while the data directory's
+    /// filesystem has fewer bytes free (0: no floor). Keeps room for the metadata log
+    /// (src/disk_space.rs). Default 64 MiB.
+    pub log_dir_min_free_bytes: u64,
     /// `socket.send.buffer.bytes`: SO_SNDBUF of client connections; -1 leaves the OS's
     /// autotuning. Default 102400, Kafka's: an autotuned buffer grows to 4 MiB and makes a
     /// fast consumer's fetch cycles uneven (docs/benchmarks.md, "Socket send buffer").
@@ -190,6 +194,7 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections: 10_000,
+            log_dir_min_free_bytes: 64 * 1024 * 1024,
             socket_send_buffer_bytes: 102_400,
             log_format: "text".to_string(),
             offsets_topic_num_partitions: 50,

@@ -101,11 +101,8 @@ fn replication_stats(state: &HttpState) -> ReplicationStats {
 /// The data directory's filesystem; zeros if it cannot be read (the gauges then say 0 free,
 /// which the disk alert reports rather than hides).
 fn log_dir_stats(dir: &std::path::Path) -> LogDirStats {
-    match nix::sys::statvfs::statvfs(dir) {
-        Ok(s) => {
-            let block = s.fragment_size();
-            LogDirStats { total_bytes: s.blocks() * block, free_bytes: s.blocks_available() * block }
-        }
+    match crate::disk_space::stats(dir) {
+        Ok(s) => s,
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "statvfs of the data directory failed");
             LogDirStats::default()

@@ -21,6 +21,8 @@
 //!   the operator.
 //! - [`http`]: `/metrics`, `/healthz`, `/readyz`; [`metrics`] holds the Prometheus registry.
 //! - [`error_chain`]: an error and its causes on one line.
+//! - [`disk_space`]: the data directory's free space, and the floor below which produce
+//!   requests are refused (KAFKA_STORAGE_ERROR) so the metadata log keeps room.
 //! - [`config`]: the broker's configuration (flags, `STROM_*` environment, TOML file).
 //! - [`node`]: the shared state of a running broker and the topic operations on it.
 //! - [`publisher`]: makes this broker what each new metadata image says (replicas opened and
@@ -34,6 +36,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod disk_space;
 pub mod error_chain;
 pub mod group;
 pub mod http;

@@ -72,6 +72,8 @@ pub struct Node {
     pub fetch_sessions: FetchSessionCache,
     /// `/readyz`: registered, unfenced, and this broker's image applied.
     pub ready: Arc<AtomicBool>,
+    /// The data directory's free space against `log_dir_min_free_bytes`.
+    pub disk_space: Arc<crate::disk_space::DiskSpace>,
 }
 
 /// Fetch sessions kept at once (Kafka's `max.incremental.fetch.session.cache.slots`).

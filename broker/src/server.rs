@@ -193,6 +193,8 @@ pub async fn run(
     };
     let txn =
         Arc::new(crate::txn::coordinator::TransactionCoordinator::new(txn_config, replicas.clone(), Arc::new(markers)));
+    let disk_space = Arc::new(crate::disk_space::DiskSpace::new(&config.data_dir, config.log_dir_min_free_bytes));
+    disk_space.check();
     let node = Arc::new(Node {
         config: config.clone(),
         advertised_host,
@@ -208,6 +210,7 @@ pub async fn run(
         isr_changes: isr_changes.clone(),
         fetch_sessions: FetchSessionCache::new(FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX),
         ready: ready.clone(),
+        disk_space: disk_space.clone(),
     });
     admin.attach(node.clone());
     let http_state = HttpState {
@@ -341,6 +344,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
+    let disk_space_task = tokio::spawn(crate::disk_space::run(disk_space, shutdown.clone()));
     let lag_task = tokio::spawn(crate::admin::lag::run(
         node.clone(),
         Duration::from_millis(config.consumer_lag_interval_ms),
@@ -359,6 +363,7 @@ pub async fn run(
     tracing::info!("shutting down");
     retention_task.abort();
     group_task.abort();
+    disk_space_task.abort();
     lag_task.abort();
     cleaner_task.abort();
     isr_task.abort();

@@ -13,6 +13,8 @@
 //! - [`cli`]: running the `strom` admin CLI as a child process (exit code, stdout, stderr).
 //! - [`kafka`]: Apache Kafka's own tools (kafka-topics, kafka-consumer-groups, ...) and a small
 //!   Java client program, on jars `e2e/kafka/kafka.sh` fetches from Maven Central.
+//! - [`disk`]: [`disk::SmallDisk`] — a size-capped tmpfs over a broker's data dir and a filler
+//!   file, for disk-full tests.
 //! - [`k8s`]: a real Kubernetes control plane (etcd, kube-apiserver with its own CA and RBAC,
 //!   kube-controller-manager) built from Go modules by `e2e/k8s/controlplane/build.sh`, one
 //!   per test process, a namespace per test, kubectl against it; and [`k8s::kubelet::PodRunner`],
@@ -60,6 +62,7 @@ pub mod cli;
 pub mod clients;
 pub mod cluster;
 pub mod cpu_handoff;
+pub mod disk;
 pub mod groups;
 pub mod k8s;
 pub mod kafka;

@@ -83,6 +83,8 @@ struct Shared {
     target: SocketAddr,
     /// [`Fault`] of each direction (up, down), encoded.
     faults: [AtomicU64; 2],
+    /// While `Some`, what clients sent, by connection ([`TcpProxy::start_capturing`]).
+    captured: Mutex<Option<HashMap<u64, Vec<u8>>>>,
     stopping: AtomicBool,
     /// While set, new connections are closed at once (a network partition).
     refusing: AtomicBool,
@@ -118,6 +120,7 @@ impl TcpProxy {
         let shared = Arc::new(Shared {
             target,
             faults: [AtomicU64::new(0), AtomicU64::new(0)],
+            captured: Mutex::new(None),
             stopping: AtomicBool::new(false),
             refusing: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
@@ -201,6 +204,20 @@ impl TcpProxy {
         }
     }
 
+    /// Records what clients send from now on (requests), until [`Self::take_captured`].
+    pub fn start_capturing(&self) {
+        *self.shared.captured.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
+    }
+
+    /// Stops capturing; returns the bytes each connection sent meanwhile, in connection order
+    /// (for Kafka: size-prefixed request frames, back to back).
+    pub fn take_captured(&self) -> Vec<Vec<u8>> {
+        let taken = self.shared.captured.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        let mut by_connection: Vec<(u64, Vec<u8>)> = taken.into_iter().collect();
+        by_connection.sort_unstable_by_key(|(id, _)| *id);
+        by_connection.into_iter().map(|(_, bytes)| bytes).collect()
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
@@ -259,7 +276,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             let for_pump = Arc::clone(&shared);
             let done = Arc::clone(&done);
             let spawned = thread::Builder::new().name(name.into()).spawn(move || {
-                pump(from, to, &for_pump.faults[direction as usize]);
+                let capture = (direction == Direction::Up).then_some((&for_pump.captured, id));
+                pump(from, to, &for_pump.faults[direction as usize], capture);
                 // The second pump to finish forgets the connection.
                 if done.fetch_add(1, Ordering::SeqCst) == 1 {
                     for_pump.conns().remove(&id);
@@ -272,9 +290,11 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+type Captured = Mutex<Option<HashMap<u64, Vec<u8>>>>;
+
 /// Copies `from` to `to` until EOF or an error, then passes the close on; applies the
 /// direction's [`Fault`] to each chunk.
-fn pump(mut from: TcpStream, mut to: TcpStream, fault: &AtomicU64) {
+fn pump(mut from: TcpStream, mut to: TcpStream, fault: &AtomicU64, capture: Option<(&Captured, u64)>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match from.read(&mut buf) {
@@ -283,6 +303,12 @@ fn pump(mut from: TcpStream, mut to: TcpStream, fault: &AtomicU64) {
                 return;
             }
             Ok(n) => {
+                if let Some((captured, id)) = capture {
+                    let mut captured = captured.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(by_connection) = captured.as_mut() {
+                        by_connection.entry(id).or_default().extend_from_slice(&buf[..n]);
+                    }
+                }
                 match Fault::decode(fault.load(Ordering::SeqCst)) {
                     Fault::Pass => {}
                     Fault::Delay(d) => thread::sleep(d),

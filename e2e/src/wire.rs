@@ -31,6 +31,20 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Splits size-prefixed frames sent back to back (a captured connection) into their
+/// payloads; a trailing partial frame is dropped.
+pub fn split_frames(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    while bytes.len() >= 4 {
+        let size = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let Ok(size) = usize::try_from(size) else { break };
+        let Some(payload) = bytes.get(4..4 + size) else { break };
+        frames.push(payload.to_vec());
+        bytes = &bytes[4 + size..];
+    }
+    frames
+}
+
 /// The request header and body of `body` as `api_key` v`version`, without the size prefix.
 pub fn encode_request_payload<M: Encodable>(
     api_key: ApiKey,

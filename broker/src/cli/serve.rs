@@ -137,6 +137,9 @@ pub struct ServeArgs {
     /// max.connections.
     #[arg(long, env = "STROM_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Refuse produce requests while the data directory has fewer bytes free (0: never).
+    #[arg(long, env = "STROM_LOG_DIR_MIN_FREE_BYTES")]
+    pub log_dir_min_free_bytes: Option<u64>,
     /// socket.send.buffer.bytes: SO_SNDBUF of client connections, -1 for the OS default.
     #[arg(long, env = "STROM_SOCKET_SEND_BUFFER_BYTES", allow_hyphen_values = true)]
     pub socket_send_buffer_bytes: Option<i32>,
@@ -220,6 +223,7 @@ impl ServeArgs {
             socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections,
+            log_dir_min_free_bytes,
             socket_send_buffer_bytes,
             log_format,
             offsets_topic_num_partitions,

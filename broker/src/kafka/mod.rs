@@ -24,3 +24,6 @@ pub mod listener;
 pub mod response_errors;
 pub mod router;
 pub mod versions;
+
+#[cfg(test)]
+mod decode_props;

@@ -66,33 +66,66 @@ pub fn api_of(frame: &[u8]) -> Option<&'static SupportedApi> {
     ApiKey::try_from(key).ok().and_then(versions::lookup)
 }
 
-/// Handles one request frame (without its size prefix).
-pub async fn handle_frame(node: &Node, peer: &str, frame: Bytes) -> Reply {
+/// A request frame whose API, version and header are known and accepted; the body is not
+/// decoded yet.
+#[derive(Debug)]
+pub struct RequestFrame {
+    pub key: ApiKey,
+    pub api: &'static SupportedApi,
+    pub version: i16,
+    pub header: RequestHeader,
+    pub body: Bytes,
+}
+
+/// Why a frame was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameRefused {
+    /// The connection is closed with this reason (Kafka's broker does the same).
+    Close(String),
+    /// An ApiVersions request of a version we do not know: answered with
+    /// UNSUPPORTED_VERSION and our versions, at version 0 (KIP-511).
+    ApiVersionsUnsupported { correlation_id: i32 },
+}
+
+/// Splits one request frame (without its size prefix) into its API, version, header and body,
+/// refusing unknown APIs, unsupported versions and malformed headers. Pure: what the fuzz
+/// target `kafka_request` drives with arbitrary bytes.
+pub fn split_request(frame: Bytes) -> Result<RequestFrame, FrameRefused> {
     if frame.len() < 8 {
-        return Reply::Close(format!("request of {} bytes is shorter than a request header", frame.len()));
+        return Err(FrameRefused::Close(format!("request of {} bytes is shorter than a request header", frame.len())));
     }
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let Ok(key) = ApiKey::try_from(raw_key) else {
-        return Reply::Close(format!("unknown API key {raw_key}"));
+        return Err(FrameRefused::Close(format!("unknown API key {raw_key}")));
     };
     let Some(api) = versions::lookup(key) else {
-        return Reply::Close(format!("API {key:?} (key {raw_key}) is not supported"));
+        return Err(FrameRefused::Close(format!("API {key:?} (key {raw_key}) is not supported")));
     };
     if version < api.min || version > api.max {
         if key == ApiKey::ApiVersions {
-            return encode(key, 0, correlation_id, &handlers::api_versions::unsupported_version());
+            return Err(FrameRefused::ApiVersionsUnsupported { correlation_id });
         }
-        return Reply::Close(format!(
+        return Err(FrameRefused::Close(format!(
             "{} version {version} is not supported (supported {}..={})",
             api.name, api.min, api.max
-        ));
+        )));
     }
     let mut body = frame;
-    let header = match RequestHeader::decode(&mut body, key.request_header_version(version)) {
-        Ok(h) => h,
-        Err(e) => return Reply::Close(format!("malformed {} request header: {e}", api.name)),
+    let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+        .map_err(|e| FrameRefused::Close(format!("malformed {} request header: {e}", api.name)))?;
+    Ok(RequestFrame { key, api, version, header, body })
+}
+
+/// Handles one request frame (without its size prefix).
+pub async fn handle_frame(node: &Node, peer: &str, frame: Bytes) -> Reply {
+    let RequestFrame { key, version, header, body, .. } = match split_request(frame) {
+        Ok(request) => request,
+        Err(FrameRefused::Close(reason)) => return Reply::Close(reason),
+        Err(FrameRefused::ApiVersionsUnsupported { correlation_id }) => {
+            return encode(ApiKey::ApiVersions, 0, correlation_id, &handlers::api_versions::unsupported_version())
+        }
     };
     let client = ClientInfo {
         client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),

@@ -5,6 +5,14 @@
 //! that is closed (its segment rolled, or the log closed) is trimmed to exactly its entries,
 //! so on reopen the length gives the count. An untrimmed file (after a crash) has unknown
 //! trailing content; its segment is recovered and the index rebuilt.
+//!
+//! The preallocated length is sparse (as Kafka's `setLength`): 10 MiB of index per segment
+//! would otherwise be taken from the disk up front. Writing through the map into a hole
+//! needs a block, and on a full disk that write raises SIGBUS and kills the process. So the
+//! blocks are allocated ([`ALLOCATE_CHUNK`] at a time, `posix_fallocate`) before an entry is
+//! written into them; when that fails the entry is skipped (the index is sparse anyway, a
+//! lookup just scans a little further) and the full disk is reported by the log write that
+//! fails next.
 #![allow(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
@@ -23,7 +31,12 @@ pub(crate) struct MappedFile {
     entries: usize,
     /// Length of the file when it was opened: a trimmed index is a whole number of entries.
     opened_len: u64,
+    /// Bytes from the start known to have disk blocks (allocated by this handle).
+    allocated: u64,
 }
+
+/// How much of an index file is allocated at once ahead of its entries.
+pub(crate) const ALLOCATE_CHUNK: u64 = 64 * 1024;
 
 impl MappedFile {
     /// Opens an existing index file, or creates an empty one. Returns whether it existed.
@@ -37,7 +50,7 @@ impl MappedFile {
             .open(&path)
             .map_err(io_error("open index", &path))?;
         let len = file.metadata().map_err(io_error("stat index", &path))?.len();
-        let mut mapped = MappedFile { path, file, map: None, entry_size, entries: 0, opened_len: len };
+        let mut mapped = MappedFile { path, file, map: None, entry_size, entries: 0, opened_len: len, allocated: 0 };
         mapped.entries = usize::try_from(len).unwrap_or(usize::MAX) / entry_size;
         mapped.remap(len)?;
         Ok((mapped, existed))
@@ -52,7 +65,7 @@ impl MappedFile {
             .truncate(true)
             .open(&path)
             .map_err(io_error("create index", &path))?;
-        let mut mapped = MappedFile { path, file, map: None, entry_size, entries: 0, opened_len: 0 };
+        let mut mapped = MappedFile { path, file, map: None, entry_size, entries: 0, opened_len: 0, allocated: 0 };
         mapped.resize(capacity_bytes)?;
         Ok(mapped)
     }
@@ -81,17 +94,45 @@ impl MappedFile {
         &map[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    /// Appends one entry; false (and nothing written) when the file is full.
+    /// Appends one entry; false (and nothing written) when the file is full or the disk has
+    /// no block for it.
     pub(crate) fn push(&mut self, entry: &[u8]) -> bool {
         debug_assert_eq!(entry.len(), self.entry_size);
         let at = self.entries * self.entry_size;
+        let mapped_len = self.map.as_ref().map_or(0, |m| m.len());
+        if at + self.entry_size > mapped_len || !self.allocate_through((at + self.entry_size) as u64, mapped_len as u64)
+        {
+            return false;
+        }
         match self.map.as_mut() {
-            Some(map) if at + self.entry_size <= map.len() => {
+            Some(map) => {
                 map[at..at + self.entry_size].copy_from_slice(entry);
                 self.entries += 1;
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Makes sure the first `end` bytes have disk blocks, allocating up to a chunk ahead
+    /// (never past `limit`, the mapped length). False when the disk has no room.
+    fn allocate_through(&mut self, end: u64, limit: u64) -> bool {
+        if end <= self.allocated {
+            return true;
+        }
+        let target = end.max(self.allocated + ALLOCATE_CHUNK).min(limit);
+        let (Ok(offset), Ok(len)) = (i64::try_from(self.allocated), i64::try_from(target - self.allocated)) else {
+            return false;
+        };
+        match nix::fcntl::posix_fallocate(&self.file, offset, len) {
+            Ok(()) => {
+                self.allocated = target;
+                true
+            }
+            Err(errno) => {
+                tracing::debug!(path = %self.path.display(), error = %errno, "index entry skipped: no disk block for it");
+                false
+            }
         }
     }
 
@@ -109,6 +150,7 @@ impl MappedFile {
         // file raises SIGBUS.
         self.map = None;
         self.file.set_len(len).map_err(io_error("resize index", &self.path))?;
+        self.allocated = self.allocated.min(len);
         self.remap(len)
     }
 

@@ -67,6 +67,7 @@ pub use batch::{
     batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, verify_crc, BatchError, BatchHeader,
     BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
+pub use codec::{decompress, Codec};
 pub use compaction::{CompactionConfig, CompactionStats};
 pub use config::LogConfig;
 pub use error::LogError;

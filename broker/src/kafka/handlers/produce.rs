@@ -96,6 +96,15 @@ pub fn handle(node: &Node, req: ProduceRequest, version: i16) -> Outcome {
                     continue;
                 }
             };
+            if let Some(reason) = node.disk_space.refusal() {
+                p.error_code = ResponseError::KafkaStorageError.code();
+                if version >= 8 {
+                    p.error_message = Some(str_bytes(&reason));
+                }
+                failures.push(reason);
+                topic_resp.partition_responses.push(p);
+                continue;
+            }
             let records = data.records.unwrap_or_default();
             let size = records.len();
             match partition.append(&records, acks, now) {
