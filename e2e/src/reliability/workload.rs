@@ -268,13 +268,10 @@ fn consume(consumer: &BaseConsumer<GroupContext>, process: &str, history: &Histo
     let mut last_commit = Instant::now();
     let mut polled_since_commit = false;
     while !stop.load(Ordering::Relaxed) {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                history.record(poll_op(process, &message));
-                polled_since_commit = true;
-            }
-            // Errors while brokers come and go are expected; what was read is what counts.
-            Some(Err(_)) | None => {}
+        // Errors while brokers come and go are expected; what was read is what counts.
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+            history.record(poll_op(process, &message));
+            polled_since_commit = true;
         }
         if polled_since_commit && last_commit.elapsed() >= COMMIT_EVERY {
             last_commit = Instant::now();

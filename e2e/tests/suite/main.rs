@@ -9,6 +9,7 @@ mod cluster;
 mod cluster_failover;
 mod cluster_snapshots;
 mod compaction;
+mod connection_flood;
 mod crash;
 mod crash_consistency;
 mod dev;
