@@ -80,5 +80,6 @@ fn ten_thousand_idle_connections_and_huge_claimed_frames_stay_within_a_memory_bo
 
 fn broker_connections(broker: &BrokerProcess) -> anyhow::Result<f64> {
     let metrics = broker.http_get("/metrics")?;
-    e2e::cluster::metric_value(&metrics.body, "strom_kafka_connections").ok_or_else(|| anyhow::anyhow!("no strom_kafka_connections"))
+    e2e::cluster::metric_value(&metrics.body, "strom_kafka_connections")
+        .ok_or_else(|| anyhow::anyhow!("no strom_kafka_connections"))
 }
