@@ -9,11 +9,13 @@
 //! - [`workload`]: idempotent acks=all producers sending unique values, consumers in a group
 //!   committing what they read, an observer of the group's committed offsets, and the final
 //!   read after healing — all writing the history.
+//! - [`replicas`]: P9 and P10 after healing — replicas byte-identical, metadata equal.
 //! - [`scenario`]: a seeded run: steady phase, fault phase, heal, recovery, final read, check;
 //!   its figures (acknowledged, read, lost, duplicates, ops/s under fault) and the floor that
 //!   fails a run that stalled.
 
 pub mod check;
 pub mod history;
+pub mod replicas;
 pub mod scenario;
 pub mod workload;

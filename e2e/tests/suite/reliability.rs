@@ -2,7 +2,7 @@
 //! CI. Each runs the history workload (idempotent acks=all producers, a consumer group, an
 //! observer of high watermarks and committed offsets) against three brokers with RF 3 and
 //! min.insync.replicas 2: a steady phase, a seeded fault phase, a recovery phase, then a final
-//! read and the checker (P1–P8). Each fails on any anomaly and when throughput under the fault
+//! read, the checker (P1–P8), and P9/P10 (replicas byte-identical, metadata equal). Each fails on any anomaly and when throughput under the fault
 //! or after it falls below its floor, printing the seed (`STROM_SEED` replays the choices)
 //! and where the history and the fault schedule are.
 //!
@@ -22,6 +22,7 @@ use anyhow::{anyhow, Context, Result};
 use e2e::clients;
 use e2e::cluster::{wait_until, Cluster, ClusterSpec};
 use e2e::proxy::{Direction, Fault};
+use e2e::reliability::replicas;
 use e2e::reliability::scenario::{Floor, Scenario};
 use e2e::reliability::workload::WorkloadSpec;
 
@@ -42,6 +43,12 @@ fn three_brokers(topic: &str, spec: ClusterSpec) -> Result<Cluster> {
     created.map_err(|e| anyhow!("create {topic}: {e:?}"))?;
     cluster.wait_fully_replicated(&[0, 1, 2], topic, 3, SETTLE)?;
     Ok(cluster)
+}
+
+/// P9 and P10 once the workload stopped: replicas byte-identical, metadata equal.
+fn converged(cluster: &Cluster, topic: &str) {
+    let sizes = ok(replicas::wait_identical(cluster, topic, PARTITIONS, SETTLE));
+    println!("P9: every replica of {topic} identical ({sizes:?} bytes); P10: every broker serves the same metadata");
 }
 
 /// The live leader of `topic`-`partition` as the running brokers see it.
@@ -85,6 +92,7 @@ fn s1_leader_hard_bounces() {
     ok(s.hold(&workload, "recovery", RECOVERY));
     let figures = ok(s.finish(workload, &bootstrap, Floor::default()));
     assert!(figures.report.acknowledged > 0 && figures.report.read >= figures.report.acknowledged);
+    converged(&cluster, topic);
 }
 
 #[test]
@@ -125,6 +133,7 @@ fn s5_paused_zombie_leader() {
     ok(s.hold(&workload, "recovery", RECOVERY));
     let figures = ok(s.finish(workload, &bootstrap, Floor::default()));
     assert!(figures.report.acknowledged > 0 && figures.report.read >= figures.report.acknowledged);
+    converged(&cluster, topic);
 }
 
 #[test]
@@ -177,4 +186,5 @@ fn s13_dropped_and_delayed_responses() {
     let figures = ok(s.finish(workload, &bootstrap, Floor::default()));
     assert!(cuts > 0, "the fault never met a connection");
     assert!(figures.report.acknowledged > 0 && figures.report.read >= figures.report.acknowledged);
+    converged(&cluster, topic);
 }
