@@ -29,6 +29,7 @@ mod k8s_runner;
 mod k8s_sandbox;
 mod k8s_topics;
 mod kafka_tools;
+mod kip_sequences;
 mod lifecycle;
 mod load_generator;
 mod observability;
