@@ -31,9 +31,13 @@ pub struct ClusterSpec {
     pub racks: Vec<Option<String>>,
     /// Flags every broker gets.
     pub extra_args: Vec<String>,
-    /// Brokers (learners) whose internal port the others reach through a [`TcpProxy`], so a
-    /// test can partition them off (`Cluster::proxies`).
+    /// Brokers whose internal port the others reach through a [`TcpProxy`], so a test can
+    /// partition them off (`Cluster::proxies`). A voter's proxy is its address in `--voters`.
     pub proxied: Vec<i32>,
+    /// Each broker's outgoing connections leave from a loopback address of its own,
+    /// 127.0.0.(10 + id) (the e2e shim, preloaded), so the proxies can refuse one broker's
+    /// connections: [`Cluster::isolate`] cuts it off in both directions.
+    pub source_addresses: bool,
     /// Whether clients reach every broker through a [`TcpProxy`] in front of its Kafka port
     /// (each broker advertises its proxy: `Cluster::client_proxies`).
     pub client_proxies: bool,
@@ -53,6 +57,7 @@ impl ClusterSpec {
             racks: Vec::new(),
             extra_args: FAST_SESSIONS.iter().map(|s| s.to_string()).collect(),
             proxied: Vec::new(),
+            source_addresses: false,
             client_proxies: false,
             held_back: Vec::new(),
             env: Vec::new(),
@@ -145,15 +150,23 @@ impl Cluster {
         for _ in 0..spec.brokers {
             addrs.push(free_local_addrs::<3>()?);
         }
+        let mut proxies = BTreeMap::new();
+        for &node in &spec.proxied {
+            let [_, _, internal] =
+                addrs.get(usize::try_from(node)?).with_context(|| format!("no broker {node} to proxy"))?;
+            proxies.insert(node, TcpProxy::start(*internal)?);
+        }
         let voters: Vec<String> = addrs
             .iter()
             .take(spec.voters)
             .enumerate()
-            .map(|(id, [_, _, internal])| format!("{id}@{internal}"))
+            .map(|(id, [_, _, internal])| match i32::try_from(id).ok().and_then(|n| proxies.get(&n)) {
+                Some(proxy) => format!("{id}@{}", proxy.addr()),
+                None => format!("{id}@{internal}"),
+            })
             .collect();
         let voters = voters.join(",");
         let mut brokers = Vec::new();
-        let mut proxies = BTreeMap::new();
         let mut client_proxies = BTreeMap::new();
         for (id, [kafka, http, internal]) in addrs.into_iter().enumerate() {
             let mut extra_args = spec.extra_args.clone();
@@ -161,13 +174,18 @@ impl Cluster {
                 extra_args.extend(["--rack".to_string(), rack.clone()]);
             }
             let node = i32::try_from(id).context("broker id")?;
-            if spec.proxied.contains(&node) {
-                if id < spec.voters {
-                    bail!("broker {id} is a voter: its address is in --voters, so it cannot be proxied");
+            if let Some(proxy) = proxies.get(&node) {
+                // A voter's address in --voters is already its proxy's.
+                if id >= spec.voters {
+                    extra_args.extend(["--advertised-internal".to_string(), proxy.addr().to_string()]);
                 }
-                let proxy = TcpProxy::start(internal)?;
-                extra_args.extend(["--advertised-internal".to_string(), proxy.addr().to_string()]);
-                proxies.insert(node, proxy);
+            }
+            let mut env = spec.env.clone();
+            if spec.source_addresses {
+                if !env.iter().any(|(k, _)| k == "LD_PRELOAD") {
+                    env.push(("LD_PRELOAD".into(), crate::powercut::shim_path()?.to_string_lossy().into_owned()));
+                }
+                env.push(("STROM_SHIM_SOURCE_IP".into(), source_ip(node).to_string()));
             }
             let mut advertised_kafka = None;
             if spec.client_proxies {
@@ -180,7 +198,7 @@ impl Cluster {
                 voters: Some(voters.clone()),
                 advertised_kafka,
                 extra_args,
-                env: spec.env.clone(),
+                env,
                 ..BrokerOptions::default()
             };
             let tmp = tempfile::Builder::new()
@@ -198,6 +216,27 @@ impl Cluster {
             brokers.push(broker);
         }
         Ok(Cluster { brokers, voters, proxies, client_proxies })
+    }
+
+    /// Cuts broker `id` off from every other broker, both ways: its proxy refuses every
+    /// connection, and every other proxy refuses its (needs `proxied` to hold every broker and
+    /// `source_addresses`). Clients still reach its Kafka port. Undone by [`Self::heal_all`].
+    pub fn isolate(&self, id: i32) -> Result<()> {
+        let own = self.proxies.get(&id).with_context(|| format!("broker {id} is not proxied"))?;
+        own.partition();
+        for (other, proxy) in &self.proxies {
+            if *other != id {
+                proxy.isolate_source(source_ip(id).into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends every partition [`Self::isolate`] made.
+    pub fn heal_all(&self) {
+        for proxy in self.proxies.values() {
+            proxy.heal();
+        }
     }
 
     /// Waits until every running broker answers `/readyz`.
@@ -510,4 +549,10 @@ where
     stream.write_all(&wire::encode_request(key, version, 11, req)?).with_context(|| format!("send {key:?}"))?;
     let frame = wire::read_frame(&mut stream)?.ok_or_else(|| anyhow!("{addr} closed the connection on {key:?}"))?;
     Ok(wire::decode_response::<Resp>(key, version, frame)?.1)
+}
+
+/// The loopback address broker `id`'s outgoing connections leave from with
+/// `ClusterSpec::source_addresses`.
+pub fn source_ip(id: i32) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, 0, u8::try_from(10 + id).unwrap_or(255))
 }

@@ -171,7 +171,7 @@ impl PowerCut {
 }
 
 /// Where the shim is: next to `$STROM_BIN`, else in the release target directory.
-fn shim_path() -> Result<PathBuf> {
+pub fn shim_path() -> Result<PathBuf> {
     let dir = if let Some(bin) = std::env::var_os("STROM_BIN") {
         let bin = PathBuf::from(bin);
         bin.parent().map(Path::to_path_buf).unwrap_or_default()

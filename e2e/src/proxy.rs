@@ -83,6 +83,8 @@ struct Shared {
     target: SocketAddr,
     /// [`Fault`] of each direction (up, down), encoded.
     faults: [AtomicU64; 2],
+    /// Peers whose connections are refused and cut ([`TcpProxy::isolate_source`]).
+    blocked_sources: Mutex<std::collections::HashSet<std::net::IpAddr>>,
     /// While `Some`, what clients sent, by connection ([`TcpProxy::start_capturing`]).
     captured: Mutex<Option<HashMap<u64, Vec<u8>>>>,
     stopping: AtomicBool,
@@ -99,6 +101,28 @@ impl Shared {
     fn conns(&self) -> MutexGuard<'_, HashMap<u64, (TcpStream, TcpStream)>> {
         // A pump thread that panicked while holding the lock leaves a usable map behind.
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn blocked(&self) -> MutexGuard<'_, std::collections::HashSet<std::net::IpAddr>> {
+        self.blocked_sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Cuts the live connections whose client is `ip`.
+    fn cut_from(&self, ip: std::net::IpAddr) -> usize {
+        let mut conns = self.conns();
+        let ids: Vec<u64> = conns
+            .iter()
+            .filter(|(_, (client, _))| client.peer_addr().is_ok_and(|p| p.ip() == ip))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            if let Some((client, upstream)) = conns.remove(id) {
+                let _ = client.shutdown(Shutdown::Both);
+                let _ = upstream.shutdown(Shutdown::Both);
+            }
+        }
+        self.cut.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        ids.len()
     }
 
     fn cut_all(&self) -> usize {
@@ -120,6 +144,7 @@ impl TcpProxy {
         let shared = Arc::new(Shared {
             target,
             faults: [AtomicU64::new(0), AtomicU64::new(0)],
+            blocked_sources: Mutex::new(std::collections::HashSet::new()),
             captured: Mutex::new(None),
             stopping: AtomicBool::new(false),
             refusing: AtomicBool::new(false),
@@ -159,8 +184,16 @@ impl TcpProxy {
     /// again and bytes pass untouched.
     pub fn heal(&self) {
         self.shared.refusing.store(false, Ordering::SeqCst);
+        self.shared.blocked().clear();
         self.set_fault(Direction::Up, Fault::Pass);
         self.set_fault(Direction::Down, Fault::Pass);
+    }
+
+    /// Refuses connections from `ip` (a peer's source address) and cuts its live ones, until
+    /// [`Self::heal`]; returns how many were cut.
+    pub fn isolate_source(&self, ip: std::net::IpAddr) -> usize {
+        self.shared.blocked().insert(ip);
+        self.shared.cut_from(ip)
     }
 
     /// Delays or drops the bytes of one direction of every connection, live and new.
@@ -252,7 +285,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             thread::sleep(Duration::from_millis(10));
             continue;
         };
-        if shared.refusing.load(Ordering::SeqCst) {
+        let blocked = client.peer_addr().is_ok_and(|peer| shared.blocked().contains(&peer.ip()));
+        if shared.refusing.load(Ordering::SeqCst) || blocked {
             let _ = client.shutdown(Shutdown::Both);
             continue;
         }

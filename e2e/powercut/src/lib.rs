@@ -23,8 +23,13 @@
 //! dynamically linked binary imports, so the shim sees them. Raw syscalls (rustix's default
 //! backend, `syscall(2)`) bypass it.
 //!
+//! With `STROM_SHIM_SOURCE_IP=127.0.0.<n>` set, `connect` binds unbound IPv4 sockets bound for
+//! a loopback address to that source address first ([`source`]): how the e2e harness cuts one
+//! broker off from the others in both directions.
+//!
 //! Modules: [`real`], the glibc definitions the hooks forward to; [`line`], a record line
-//! built on the stack, paths resolved; [`record`], the log's descriptor and the one-write append.
+//! built on the stack, paths resolved; [`record`], the log's descriptor and the one-write append;
+//! [`source`], the per-process loopback source address.
 
 // This crate is nothing but a C ABI boundary: the exported hooks are `extern "C"` functions
 // taking raw pointers, and they call libc. Every unsafe block says why it is sound.
@@ -34,6 +39,7 @@
 mod line;
 mod real;
 mod record;
+mod source;
 
 use libc::{c_char, c_int, c_uint};
 
@@ -192,4 +198,19 @@ pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int)
     let Some(real) = real::unlinkat() else { return missing() };
     // SAFETY: the caller passes a C string, as unlinkat(2) requires; forwarded unchanged.
     unsafe { paths_changed(b'U', &[(dir, path)], || real(dir, path, flags)) }
+}
+
+/// `connect(2)`, after binding the socket to `STROM_SHIM_SOURCE_IP` when set ([`source`]).
+///
+/// # Safety
+/// As connect(2): `addr` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int {
+    // SAFETY: the caller's guarantee is connect(2)'s, which bind_before_connect needs.
+    keeping_errno(|| unsafe { source::bind_before_connect(fd, addr, len) });
+    match real::connect() {
+        // SAFETY: glibc's connect with the caller's arguments.
+        Some(connect) => unsafe { connect(fd, addr, len) },
+        None => missing(),
+    }
 }

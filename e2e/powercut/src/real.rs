@@ -46,3 +46,4 @@ next!(renameat, c"renameat", fn(c_int, *const c_char, c_int, *const c_char));
 next!(renameat2, c"renameat2", fn(c_int, *const c_char, c_int, *const c_char, c_uint));
 next!(unlink, c"unlink", fn(*const c_char));
 next!(unlinkat, c"unlinkat", fn(c_int, *const c_char, c_int));
+next!(connect, c"connect", fn(c_int, *const libc::sockaddr, libc::socklen_t));

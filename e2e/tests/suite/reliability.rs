@@ -8,6 +8,9 @@
 //!
 //! - S1 `s1_leader_hard_bounces`: the leader of a random partition SIGKILLed and restarted,
 //!   five times.
+//! - S2 `s2_leader_isolated_by_the_network`: a leader cut off from the other brokers in both
+//!   directions (clients still reach it) until another broker leads its partition; it must
+//!   stop acknowledging acks=all writes, and what it took meanwhile must not reach consumers.
 //! - S5 `s5_paused_zombie_leader`: a leader SIGSTOPped past its session timeout (fenced, a
 //!   new leader elected), then resumed: whatever it still had in flight must not land.
 //! - S13 `s13_dropped_and_delayed_responses`: every client connection goes through a proxy
@@ -86,6 +89,48 @@ fn s1_leader_hard_bounces() {
             // a partition with one replica (that is S4's sequence, not this one).
             cluster.wait_fully_replicated(&[victim], topic, 3, SETTLE)?;
             s.log(format_args!("bounce {round}: broker {victim} back in sync"));
+        }
+        Ok(())
+    }));
+    ok(s.hold(&workload, "recovery", RECOVERY));
+    let figures = ok(s.finish(workload, &bootstrap, Floor::default()));
+    assert!(figures.report.acknowledged > 0 && figures.report.read >= figures.report.acknowledged);
+    converged(&cluster, topic);
+}
+
+#[test]
+fn s2_leader_isolated_by_the_network() {
+    const ISOLATIONS: usize = 2;
+    let topic = "s2";
+    let mut s = ok(Scenario::begin("s2-isolated-leader"));
+    let mut spec = ClusterSpec::new(3, 3);
+    spec.proxied = vec![0, 1, 2];
+    spec.source_addresses = true;
+    let mut cluster = ok(three_brokers(topic, spec));
+    let bootstrap = cluster.bootstrap();
+    let spec = WorkloadSpec::new(topic, PARTITIONS);
+    let workload = ok(s.start_workload(&bootstrap, &spec));
+    ok(s.hold(&workload, "steady", STEADY));
+    ok(s.phase(&workload, "fault", |s| {
+        for round in 1..=ISOLATIONS {
+            let partition = i32::try_from(s.rng.below(3))?;
+            let victim = leader_of(&mut cluster, topic, partition)?;
+            s.log(format_args!(
+                "isolation {round}: broker {victim} (leader of {topic}-{partition}) cut off from the others"
+            ));
+            cluster.isolate(victim)?;
+            let others: Vec<i32> = (0..3).filter(|id| *id != victim).collect();
+            let moved = wait_until(SETTLE, || {
+                let view = cluster.partition_of(&others, topic, usize::try_from(partition)?)?;
+                anyhow::ensure!(view.leader >= 0 && view.leader != victim, "still led by {victim}: {view:?}");
+                Ok(view.leader)
+            })?;
+            let extra = s.rng.between(Duration::from_secs(1), Duration::from_secs(3));
+            s.log(format_args!("isolation {round}: {topic}-{partition} now led by {moved}; healing in {extra:?}"));
+            thread::sleep(extra);
+            cluster.heal_all();
+            cluster.wait_fully_replicated(&[victim], topic, 3, SETTLE)?;
+            s.log(format_args!("isolation {round}: broker {victim} back in sync"));
         }
         Ok(())
     }));
