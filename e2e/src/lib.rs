@@ -30,8 +30,10 @@
 //! - [`process`]: run a child process to completion with its output captured and a deadline.
 //! - [`prometheus`]: a real Prometheus and promtool (built from their Go module) scraping
 //!   brokers and the operator, and queries through its HTTP API.
-//! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of the broker that can drop
-//!   every live connection, once or every N ms (network faults for the idempotence test).
+//! - [`proxy`]: [`proxy::TcpProxy`] — a user-space TCP proxy in front of a broker's port that can
+//!   drop every live connection (once or every N ms), refuse all or one peer's connections,
+//!   and delay or blackhole one direction; [`cluster::Cluster::isolate`] uses it to cut one
+//!   broker off from the others.
 //! - [`reliability`]: the reliability suite's harness — a workload writing a history of JSON
 //!   lines, the checker of RELIABILITY.md's P1–P8 over it, and seeded scenarios with a fault
 //!   schedule, phases and a throughput floor.
