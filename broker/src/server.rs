@@ -345,6 +345,7 @@ pub async fn run(
     ));
     let group_task = tokio::spawn(group_tick_loop(node.clone(), shutdown.clone()));
     let disk_space_task = tokio::spawn(crate::disk_space::run(disk_space, shutdown.clone()));
+    let raft_watchdog = tokio::spawn(crate::metadata::watchdog::run(metadata.metrics()));
     let lag_task = tokio::spawn(crate::admin::lag::run(
         node.clone(),
         Duration::from_millis(config.consumer_lag_interval_ms),
@@ -364,6 +365,7 @@ pub async fn run(
     retention_task.abort();
     group_task.abort();
     disk_space_task.abort();
+    raft_watchdog.abort();
     lag_task.abort();
     cleaner_task.abort();
     isr_task.abort();

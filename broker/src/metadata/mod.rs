@@ -11,6 +11,8 @@
 //! - [`network`] / [`raft_service`]: raft RPCs over gRPC, client and server side.
 //! - [`contacts`]: when the leader last heard from each member and when each was caught up.
 //! - [`quorum`]: `--voters`, openraft's tuning.
+//! - [`watchdog`]: ends the process when this member of the quorum fails for good (a storage
+//!   error or a panic in openraft), as Kafka halts on a failed metadata log.
 //! - [`controller`]: the active controller (registration, heartbeats, fencing, topic writes,
 //!   placement) and its gRPC service.
 //! - [`client`]: how any broker reaches the active controller.
@@ -38,6 +40,7 @@ pub mod runtime;
 pub mod state_machine;
 pub mod topic_config;
 pub mod types;
+pub mod watchdog;
 
 #[cfg(test)]
 mod storage_tests;

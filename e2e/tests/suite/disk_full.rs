@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use e2e::broker::{BrokerOptions, BrokerProcess};
 use e2e::clients::{self, Record};
+use e2e::cluster::wait_until;
 use e2e::disk::SmallDisk;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
@@ -91,6 +92,38 @@ fn a_full_disk_refuses_writes_with_kafka_storage_error_keeps_serving_reads_and_r
     broker.terminate().unwrap();
     broker.start().unwrap();
     assert_eq!(read_ids(&broker.bootstrap()), acked, "after a restart");
+    broker.terminate().unwrap();
+    drop(disk);
+}
+
+/// With no floor, a full disk reaches the metadata log: openraft stops its core on ENOSPC, and
+/// the broker exits (status 70, the reason in its log) rather than live on without metadata.
+/// Started again once space is freed, it serves everything it had acknowledged.
+#[test]
+fn a_metadata_log_that_cannot_be_written_ends_the_broker_and_a_restart_recovers() {
+    let options =
+        BrokerOptions { extra_args: vec!["--log-dir-min-free-bytes".into(), "0".into()], ..BrokerOptions::default() };
+    let mut broker = BrokerProcess::new(options).unwrap();
+    let disk = SmallDisk::mount(broker.data_dir(), 24 << 20).unwrap();
+    broker.start().unwrap();
+    let bootstrap = broker.bootstrap();
+    clients::create_topic(&bootstrap, TOPIC, 1, &[]).unwrap();
+    let (acked, error) = produce_until_refused(&bootstrap, 0, 100);
+    assert!(error.is_none() && acked.len() == 100);
+
+    disk.fill_leaving(0).unwrap();
+    // A metadata write: creating a topic appends to the metadata log.
+    let _ = clients::create_topic(&bootstrap, "one-more", 1, &[]);
+    let status = wait_until(Duration::from_secs(60), || {
+        broker.try_exit_status()?.ok_or_else(|| anyhow::anyhow!("still running"))
+    })
+    .unwrap();
+    assert_eq!(status.code(), Some(70), "exit status; log:\n{}", broker.log_tail(20));
+    assert!(broker.log_tail(50).contains("the metadata quorum member stopped for good"), "{}", broker.log_tail(50));
+
+    std::fs::remove_file(broker.data_dir().join("filler")).unwrap();
+    broker.start().unwrap();
+    assert_eq!(read_ids(&broker.bootstrap()), acked, "after the restart");
     broker.terminate().unwrap();
     drop(disk);
 }
