@@ -136,19 +136,22 @@ pub fn compress(codec: Codec, raw: &[u8]) -> Result<Vec<u8>, RecordsError> {
 const SNAPPY_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
 
 /// The total uncompressed size the snappy blocks declare (each raw block starts with it as an
-/// unsigned varint), which is what the decoder allocates. `None` when the framing does not
-/// parse (the decoder then reports the error).
+/// unsigned varint), which is what the decoder allocates. The decoder takes the blocks in
+/// order and allocates for each before decompressing it, so a malformed block only stops it
+/// after the blocks before it were allocated: their sizes count, whatever follows. `None`
+/// when the decoder allocates nothing (a raw block whose length does not parse).
 fn snappy_declared_len(section: &[u8]) -> Option<u64> {
     let Some(mut rest) = section.strip_prefix(SNAPPY_MAGIC) else {
         return uvarint_prefix(section);
     };
     let mut total: u64 = 0;
-    while !rest.is_empty() {
-        let (len, after) = rest.split_first_chunk::<4>()?;
-        let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
-        let block = after.get(..len)?;
-        total = total.saturating_add(uvarint_prefix(block)?);
-        rest = &after[len..];
+    while let Some((len, after)) = rest.split_first_chunk::<4>() {
+        let Some(block) = usize::try_from(u32::from_be_bytes(*len)).ok().and_then(|len| after.get(..len)) else {
+            break;
+        };
+        let Some(declared) = uvarint_prefix(block) else { break };
+        total = total.saturating_add(declared);
+        rest = &after[block.len()..];
     }
     Some(total)
 }
@@ -168,6 +171,22 @@ fn uvarint_prefix(buf: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `decompress` fuzz target (docs/fuzzing.md): a first xerial block declaring
+    /// 2.2 GB followed by an empty block. The size check gave up on the whole section at the
+    /// empty block, while the decoder allocates the first block's 2.2 GB before it gets there.
+    #[test]
+    fn a_snappy_block_declaring_gigabytes_is_refused_even_when_a_later_block_is_malformed() {
+        let mut section = SNAPPY_MAGIC.to_vec();
+        section.extend_from_slice(&[0, 0, 0, 7, 0xa3, 0xa3, 0xa3, 0xa6, 0x08, 0x08, 0x00]);
+        section.extend_from_slice(&[0, 0, 0, 0]);
+        section.extend_from_slice(b"\x03\x95W\xffK\x14Q\x01\x00\x00");
+        assert!(snappy_declared_len(&section).is_some_and(|n| n > 2_000_000_000));
+        match decompress(Codec::Snappy, &section) {
+            Err(RecordsError::DecompressedTooLarge { size, .. }) => assert!(size > 2_000_000_000),
+            other => panic!("expected DecompressedTooLarge, got {other:?}"),
+        }
+    }
 
     const CODECS: [Codec; 4] = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
 
