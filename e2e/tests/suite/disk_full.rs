@@ -1,5 +1,5 @@
 //! A full disk (issue 34, S10, on one broker): the broker's data directory is a 24 MiB tmpfs
-//! with a free-space floor of 4 MiB (`--log-dir-min-free-bytes`). Once a filler file leaves
+//! with a free-space floor of 12 MiB (`--log-dir-min-free-bytes`). Once a filler file leaves
 //! less than that, produce requests are refused with KAFKA_STORAGE_ERROR (never acknowledged
 //! and then lost) while the broker keeps running, its metadata log keeps room, and reads of
 //! everything acknowledged go on; once the space is freed it accepts writes again, and after
@@ -54,7 +54,7 @@ fn read_ids(bootstrap: &str) -> Vec<usize> {
 fn a_full_disk_refuses_writes_with_kafka_storage_error_keeps_serving_reads_and_recovers() {
     let options = BrokerOptions {
         log_segment_bytes: Some(1 << 20),
-        extra_args: vec!["--log-dir-min-free-bytes".into(), (4u64 << 20).to_string()],
+        extra_args: vec!["--log-dir-min-free-bytes".into(), (12u64 << 20).to_string()],
         ..BrokerOptions::default()
     };
     let mut broker = BrokerProcess::new(options).unwrap();
@@ -66,7 +66,10 @@ fn a_full_disk_refuses_writes_with_kafka_storage_error_keeps_serving_reads_and_r
     let (mut acked, error) = produce_until_refused(&bootstrap, 0, 300);
     assert!(error.is_none() && acked.len() == 300, "before the disk fills: {error:?}");
 
-    disk.fill_leaving(3 << 20).unwrap();
+    // 8 MiB left, under the floor: the broker's next check (within a second) refuses
+    // produce. What lands meanwhile (at most a few MiB) still fits, so the metadata log
+    // keeps room for what the readers below create (__consumer_offsets).
+    disk.fill_leaving(8 << 20).unwrap();
     let (more, error) = produce_until_refused(&bootstrap, 300, 2000);
     acked.extend(&more);
     // The floor is read once a second: what is produced meanwhile still lands.
