@@ -257,19 +257,20 @@ pub async fn reset_offsets(node: &Node, r: ResetGroupOffsetsRequest) -> Result<R
         });
     }
     if !r.dry_run {
-        let results = node.groups.commit_offsets(&r.group, -1, "", commits).map_err(|e| match e {
+        let pending = node.groups.commit_offsets(&r.group, -1, "", commits).map_err(|e| match e {
             GroupError::UnknownMemberId => {
                 Status::failed_precondition(format!("group {} has live members; stop them first", r.group))
             }
             other => group_status(&r.group, other),
         })?;
+        let results = node
+            .groups
+            .complete_commit(pending, std::time::Duration::from_secs(10))
+            .await
+            .map_err(|e| group_status(&r.group, e))?;
         if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
             return Err(group_status(&r.group, e));
         }
-        node.groups
-            .wait_replicated(&r.group, std::time::Duration::from_secs(10))
-            .await
-            .map_err(|e| group_status(&r.group, e))?;
         tracing::info!(group = %r.group, topic = %r.topic, ?kind, "reset group offsets");
     }
     Ok(ResetGroupOffsetsResponse { offsets: out })

@@ -129,49 +129,55 @@ impl GroupCoordinator {
         }
     }
 
-    /// Waits until every in-sync replica of `group`'s offsets partition has all it holds
-    /// (what this coordinator just wrote included).
-    pub async fn wait_replicated(&self, group: &str, timeout: Duration) -> Result<(), GroupError> {
+    /// Waits until every in-sync replica of `group`'s offsets partition has the records
+    /// through `last_offset` (and at least min.insync.replicas are in sync).
+    pub(super) async fn wait_replicated(
+        &self,
+        group: &str,
+        last_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), GroupError> {
         let Some(partition) = self.replicas.leader(OFFSETS_TOPIC, self.partition_of(group)) else {
             return Err(GroupError::NotCoordinator);
         };
-        let last = partition.log_end_offset() - 1;
         let min_insync = partition.config().min_insync_replicas;
-        partition.wait_for_replication(last, min_insync, timeout).await.map_err(|e| match e {
+        partition.wait_for_replication(last_offset, min_insync, timeout).await.map_err(|e| match e {
             crate::partition::PartitionError::NotLeader { .. } => GroupError::NotCoordinator,
             crate::partition::PartitionError::ReplicationTimeout { .. } => GroupError::ReplicationTimeout,
             other => GroupError::Storage(other.to_string()),
         })
     }
 
-    /// Appends records for `group` to its `__consumer_offsets` partition.
-    pub(super) fn persist(&self, group: &str, records: &[(Bytes, Option<Bytes>)]) -> Result<(), GroupError> {
+    /// Appends records for `group` to its `__consumer_offsets` partition; returns the offset
+    /// of the last.
+    pub(super) fn persist(&self, group: &str, records: &[(Bytes, Option<Bytes>)]) -> Result<i64, GroupError> {
         let partition = self
             .replicas
             .get(OFFSETS_TOPIC, partition_for(group, self.config.offsets_topic_partitions))
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = now_ms();
-        partition.append(&batch::encode(records, now), -1, now).map(|_| ()).map_err(|e| {
+        partition.append(&batch::encode(records, now), -1, now).map(|a| a.last_offset).map_err(|e| {
             tracing::error!(group, error = %e, "writing to __consumer_offsets failed");
             GroupError::Storage(e.to_string())
         })
     }
 
-    /// Appends `records` of `group` as part of a producer's transaction (its marker decides).
+    /// Appends `records` of `group` as part of a producer's transaction (its marker decides);
+    /// returns the offset of the last.
     pub(super) fn persist_transactional(
         &self,
         group: &str,
         records: &[(Bytes, Option<Bytes>)],
         producer_id: i64,
         producer_epoch: i16,
-    ) -> Result<(), GroupError> {
+    ) -> Result<i64, GroupError> {
         let partition = self
             .replicas
             .get(OFFSETS_TOPIC, partition_for(group, self.config.offsets_topic_partitions))
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = now_ms();
         let batch = batch::encode_transactional(records, now, producer_id, producer_epoch);
-        partition.append_for_coordinator(&batch, now).map(|_| ()).map_err(|e| {
+        partition.append_for_coordinator(&batch, now).map(|a| a.last_offset).map_err(|e| {
             tracing::error!(group, error = %e, "writing transactional offsets to __consumer_offsets failed");
             GroupError::Storage(e.to_string())
         })
@@ -191,7 +197,9 @@ impl GroupCoordinator {
         for group in groups.values_mut().filter(|g| partition_for(&g.id, partitions) == partition) {
             if let Some(offsets) = group.pending_txn.remove(&producer_id) {
                 if commit {
-                    group.offsets.extend(offsets);
+                    for (partition, committed) in offsets {
+                        group.apply_offset(partition, committed);
+                    }
                 }
             }
         }

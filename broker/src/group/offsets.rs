@@ -3,7 +3,7 @@
 //! groups of a `__consumer_offsets` partition when this broker becomes its leader.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -13,7 +13,7 @@ use super::batch;
 use super::coordinator::{GroupCoordinator, OFFSETS_TOPIC};
 use super::error::GroupError;
 use super::records::{GroupValue, OffsetValue, RecordKey};
-use super::state::{Group, GroupState};
+use super::state::{Committed, Group, GroupState};
 
 /// One partition's offset to commit.
 #[derive(Debug, Clone)]
@@ -44,16 +44,42 @@ pub struct MemberDescription {
     pub assignment: Bytes,
 }
 
+/// Offsets an OffsetCommit (or TxnOffsetCommit) appended to `__consumer_offsets`, not yet
+/// known to be replicated: [`GroupCoordinator::complete_commit`] waits for that and only
+/// then shows them, as Kafka caches a commit once its append completed. A commit is never
+/// visible before it would survive the coordinator's failure.
+#[must_use = "a commit becomes visible only through GroupCoordinator::complete_commit"]
+#[derive(Debug)]
+pub struct PendingCommit {
+    group: String,
+    /// One result per offset of the request, in order.
+    results: Vec<Result<(), GroupError>>,
+    /// What was appended, with the position of the record that holds it.
+    appended: Vec<((String, i32), Committed)>,
+    /// The transaction the offsets belong to: they were added to its pending offsets.
+    producer_id: Option<i64>,
+}
+
+/// A record's value and its offset in `__consumer_offsets`.
+type Positioned = (i64, Option<Bytes>);
+
+impl PendingCommit {
+    fn last_record(&self) -> Option<i64> {
+        self.appended.iter().map(|(_, c)| c.record_offset).max()
+    }
+}
+
 impl GroupCoordinator {
     /// OffsetCommit. A commit with generation -1 and no member id is a "simple" commit,
-    /// allowed while the group has no members. Returns one result per offset, in order.
+    /// allowed while the group has no members. Appends the accepted offsets; they become
+    /// visible through [`GroupCoordinator::complete_commit`].
     pub fn commit_offsets(
         &self,
         group_id: &str,
         generation: i32,
         member_id: &str,
         offsets: Vec<OffsetCommit>,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    ) -> Result<PendingCommit, GroupError> {
         self.commit(group_id, generation, member_id, offsets, None)
     }
 
@@ -68,8 +94,44 @@ impl GroupCoordinator {
         member_id: &str,
         producer: (i64, i16),
         offsets: Vec<OffsetCommit>,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    ) -> Result<PendingCommit, GroupError> {
         self.commit(group_id, generation, member_id, offsets, Some(producer))
+    }
+
+    /// Waits until the records of `pending` are on every in-sync replica, then makes its
+    /// offsets visible (a transaction's stay pending until its marker). When they are not
+    /// replicated in time, nothing is shown and the error is the whole answer: the commit may
+    /// or may not survive, as with any write that timed out. Returns one result per offset.
+    pub async fn complete_commit(
+        &self,
+        pending: PendingCommit,
+        timeout: Duration,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let Some(last) = pending.last_record() else { return Ok(pending.results) };
+        let replicated = self.wait_replicated(&pending.group, last, timeout).await;
+        let mut groups = self.groups.lock();
+        let group = groups.get_mut(&pending.group);
+        match (replicated, pending.producer_id, group) {
+            (Ok(()), None, Some(group)) => {
+                for (partition, committed) in pending.appended {
+                    group.apply_offset(partition, committed);
+                }
+            }
+            (Ok(()), _, _) => {}
+            (Err(e), Some(producer_id), Some(group)) => {
+                // As Kafka fails a pending transactional commit: its marker must not apply it.
+                if let Some(open) = group.pending_txn.get_mut(&producer_id) {
+                    for (partition, committed) in &pending.appended {
+                        if open.get(partition) == Some(committed) {
+                            open.remove(partition);
+                        }
+                    }
+                }
+                return Err(e);
+            }
+            (Err(e), _, _) => return Err(e),
+        }
+        Ok(pending.results)
     }
 
     fn commit(
@@ -79,7 +141,7 @@ impl GroupCoordinator {
         member_id: &str,
         offsets: Vec<OffsetCommit>,
         transaction: Option<(i64, i16)>,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    ) -> Result<PendingCommit, GroupError> {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
@@ -122,20 +184,30 @@ impl GroupCoordinator {
             accepted.push(((o.topic, o.partition), value));
             results.push(Ok(()));
         }
-        if !records.is_empty() {
-            // Durable in the log before it is acknowledged or visible.
-            match transaction {
-                None => {
-                    self.persist(group_id, &records)?;
-                    group.offsets.extend(accepted);
-                }
-                Some((producer_id, producer_epoch)) => {
-                    self.persist_transactional(group_id, &records, producer_id, producer_epoch)?;
-                    group.pending_txn.entry(producer_id).or_default().extend(accepted);
-                }
-            }
+        let mut pending =
+            PendingCommit { group: group_id.to_string(), results, appended: Vec::new(), producer_id: None };
+        if records.is_empty() {
+            return Ok(pending);
         }
-        Ok(results)
+        // The records are appended in the order of this lock, so their positions order commits.
+        let last = match transaction {
+            None => self.persist(group_id, &records)?,
+            Some((producer_id, producer_epoch)) => {
+                self.persist_transactional(group_id, &records, producer_id, producer_epoch)?
+            }
+        };
+        let first = last + 1 - i64::try_from(records.len()).unwrap_or(0);
+        pending.appended = accepted
+            .into_iter()
+            .zip(first..)
+            .map(|((partition, value), record_offset)| (partition, Committed { value, record_offset }))
+            .collect();
+        if let Some((producer_id, _)) = transaction {
+            // Pending until the transaction's marker (KIP-447's UNSTABLE_OFFSET_COMMIT sees it).
+            group.pending_txn.entry(producer_id).or_default().extend(pending.appended.iter().cloned());
+            pending.producer_id = Some(producer_id);
+        }
+        Ok(pending)
     }
 
     /// OffsetFetch: the committed offsets of `topics` (every committed partition when None).
@@ -148,13 +220,13 @@ impl GroupCoordinator {
         let offsets = groups.get(group_id).map(|g| &g.offsets);
         match topics {
             None => offsets
-                .map(|o| o.iter().map(|((t, p), v)| (t.clone(), *p, Some(v.clone()))).collect())
+                .map(|o| o.iter().map(|((t, p), c)| (t.clone(), *p, Some(c.value.clone()))).collect())
                 .unwrap_or_default(),
             Some(topics) => topics
                 .into_iter()
                 .flat_map(|(topic, partitions)| {
                     partitions.into_iter().map(move |p| {
-                        let v = offsets.and_then(|o| o.get(&(topic.clone(), p))).cloned();
+                        let v = offsets.and_then(|o| o.get(&(topic.clone(), p))).map(|c| c.value.clone());
                         (topic.clone(), p, v)
                     })
                 })
@@ -219,7 +291,7 @@ impl GroupCoordinator {
             })
             .collect();
         records.push((RecordKey::Group { group: group.id.clone() }.encode(), None));
-        self.persist(&group.id, &records)
+        self.persist(&group.id, &records).map(|_| ())
     }
 
     /// OffsetDelete: removes committed offsets of partitions the group does not consume.
@@ -264,27 +336,33 @@ impl GroupCoordinator {
         let now = Instant::now();
         let now_ms = now_ms();
         let Some(partition) = self.replicas.get(OFFSETS_TOPIC, p) else { return 0 };
-        let mut latest: BTreeMap<RecordKey, Option<Bytes>> = BTreeMap::new();
+        // The newest record of each key.
+        let mut latest: BTreeMap<RecordKey, Positioned> = BTreeMap::new();
         // Records of transactions whose marker has not come yet, by producer id.
-        let mut open: HashMap<i64, Vec<(RecordKey, Option<Bytes>)>> = HashMap::new();
+        let mut open: HashMap<i64, Vec<(RecordKey, Positioned)>> = HashMap::new();
         batch::scan_partition(&partition, |scanned| match scanned {
             batch::Scanned::Record(r) => match (RecordKey::decode(r.key), r.transaction) {
                 (Ok(key), None) => {
-                    latest.insert(key, r.value);
+                    latest.insert(key, (r.offset, r.value));
                 }
-                (Ok(key), Some(producer_id)) => open.entry(producer_id).or_default().push((key, r.value)),
+                (Ok(key), Some(producer_id)) => open.entry(producer_id).or_default().push((key, (r.offset, r.value))),
                 (Err(e), _) => tracing::warn!(partition = p, offset = r.offset, error = %e, "skipping record"),
             },
             batch::Scanned::Marker { producer_id, commit } => {
                 let records = open.remove(&producer_id).unwrap_or_default();
                 if commit {
-                    latest.extend(records);
+                    // As at run time: a record written after the transaction's keeps its place.
+                    for (key, record) in records {
+                        if latest.get(&key).is_none_or(|(newest, _)| *newest < record.0) {
+                            latest.insert(key, record);
+                        }
+                    }
                 }
             }
         });
         let mut groups = self.groups.lock();
         let mut loaded = std::collections::BTreeSet::new();
-        for (key, value) in latest {
+        for (key, (record_offset, value)) in latest {
             let id = key.group().to_string();
             match (key, value) {
                 (RecordKey::Group { .. }, Some(v)) => match GroupValue::decode(v) {
@@ -300,7 +378,7 @@ impl GroupCoordinator {
                             .entry(id.clone())
                             .or_insert_with(|| Group::new(&id, now_ms))
                             .offsets
-                            .insert((topic, partition), ov);
+                            .insert((topic, partition), Committed { value: ov, record_offset });
                         loaded.insert(id);
                     }
                     Err(e) => tracing::warn!(group = %id, error = %e, "skipping offset"),
@@ -310,12 +388,13 @@ impl GroupCoordinator {
         }
         // Offsets of transactions still open: pending until their markers.
         for (producer_id, records) in open {
-            for (key, value) in records {
+            for (key, (record_offset, value)) in records {
                 let (RecordKey::Offset { group, topic, partition }, Some(v)) = (key, value) else { continue };
                 match OffsetValue::decode(v) {
                     Ok(ov) => {
                         let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group, now_ms));
-                        g.pending_txn.entry(producer_id).or_default().insert((topic, partition), ov);
+                        let committed = Committed { value: ov, record_offset };
+                        g.pending_txn.entry(producer_id).or_default().insert((topic, partition), committed);
                         loaded.insert(group);
                     }
                     Err(e) => tracing::warn!(group = %group, error = %e, "skipping a transaction's offset"),

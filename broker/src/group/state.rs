@@ -86,6 +86,16 @@ impl Member {
     }
 }
 
+/// A committed offset and the position of its record in `__consumer_offsets`. Commits
+/// become visible when their records are replicated, which may finish out of order: the
+/// position decides which is newer, so a late one never replaces a later commit (as Kafka
+/// compares the commit records' offsets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    pub value: OffsetValue,
+    pub record_offset: i64,
+}
+
 /// A consumer group and its committed offsets.
 #[derive(Debug)]
 pub struct Group {
@@ -106,10 +116,11 @@ pub struct Group {
     pub join_not_before: Option<Instant>,
     /// When the group entered its current state (ms since the epoch).
     pub state_since_ms: i64,
-    pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Committed offsets whose records every in-sync replica has (what OffsetFetch shows).
+    pub offsets: BTreeMap<(String, i32), Committed>,
     /// Offsets committed in producers' open transactions (TxnOffsetCommit), by producer id:
     /// applied when its commit marker is written, dropped with an abort.
-    pub pending_txn: HashMap<i64, BTreeMap<(String, i32), OffsetValue>>,
+    pub pending_txn: HashMap<i64, BTreeMap<(String, i32), Committed>>,
 }
 
 impl Group {
@@ -129,6 +140,16 @@ impl Group {
             state_since_ms: now_ms,
             offsets: BTreeMap::new(),
             pending_txn: HashMap::new(),
+        }
+    }
+
+    /// Makes `committed` the partition's offset unless a later record already set it.
+    pub fn apply_offset(&mut self, partition: (String, i32), committed: Committed) {
+        match self.offsets.get(&partition) {
+            Some(current) if current.record_offset > committed.record_offset => {}
+            _ => {
+                self.offsets.insert(partition, committed);
+            }
         }
     }
 

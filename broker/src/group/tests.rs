@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -45,6 +46,26 @@ fn setup(dir: &std::path::Path, retention_ms: i64) -> GroupCoordinator {
     coordinator
 }
 
+/// Commits and waits for the commit to complete (the offsets partitions here have no followers).
+async fn committed(
+    c: &GroupCoordinator,
+    group: &str,
+    offsets: Vec<OffsetCommit>,
+) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    let pending = c.commit_offsets(group, -1, "", offsets)?;
+    c.complete_commit(pending, Duration::from_secs(5)).await
+}
+
+async fn committed_txn(c: &GroupCoordinator, producer_id: i64, offset: i64) {
+    let pending = c.commit_txn_offsets("g", -1, "", (producer_id, 0), vec![commit("t", 0, offset)]).expect("commit");
+    let results = c.complete_commit(pending, Duration::from_secs(5)).await.expect("replicated");
+    assert_eq!(results, vec![Ok(())]);
+}
+
+fn committed_offset(c: &GroupCoordinator, group: &str) -> Option<i64> {
+    c.fetch_offsets(group, None).into_iter().find_map(|(_, _, o)| o.map(|o| o.offset))
+}
+
 fn commit(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
     OffsetCommit { topic: topic.into(), partition, offset, leader_epoch: 0, metadata: String::new() }
 }
@@ -71,13 +92,13 @@ async fn joined(c: &GroupCoordinator, req: JoinRequest) -> super::state::JoinOut
     }
 }
 
-#[test]
-fn committed_offsets_are_loaded_back_by_a_new_coordinator() {
+#[tokio::test]
+async fn committed_offsets_are_loaded_back_by_a_new_coordinator() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = setup(dir.path(), i64::MAX);
-    let results = c.commit_offsets("g", -1, "", vec![commit("t", 0, 42), commit("t", 1, 7)]).expect("commit");
+    let results = committed(&c, "g", vec![commit("t", 0, 42), commit("t", 1, 7)]).await.expect("commit");
     assert!(results.iter().all(Result::is_ok));
-    c.commit_offsets("g", -1, "", vec![commit("t", 0, 43)]).expect("commit");
+    committed(&c, "g", vec![commit("t", 0, 43)]).await.expect("commit");
     drop(c);
     let again = setup(dir.path(), i64::MAX);
     assert_eq!(again.list().len(), 1, "the group was loaded back");
@@ -86,22 +107,22 @@ fn committed_offsets_are_loaded_back_by_a_new_coordinator() {
     assert_eq!(offsets, vec![Some(43), Some(7), None]);
 }
 
-#[test]
-fn metadata_over_the_limit_is_refused_and_not_stored() {
+#[tokio::test]
+async fn metadata_over_the_limit_is_refused_and_not_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = setup(dir.path(), i64::MAX);
     let mut big = commit("t", 0, 1);
     big.metadata = "x".repeat(17);
-    let results = c.commit_offsets("g", -1, "", vec![big]).expect("commit");
+    let results = committed(&c, "g", vec![big]).await.expect("commit");
     assert_eq!(results[0], Err(GroupError::OffsetMetadataTooLarge));
     assert!(c.fetch_offsets("g", None).is_empty());
 }
 
-#[test]
-fn offsets_of_a_group_without_members_expire_after_the_retention() {
+#[tokio::test]
+async fn offsets_of_a_group_without_members_expire_after_the_retention() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = setup(dir.path(), 0);
-    c.commit_offsets("g", -1, "", vec![commit("t", 0, 5)]).expect("commit");
+    committed(&c, "g", vec![commit("t", 0, 5)]).await.expect("commit");
     std::thread::sleep(std::time::Duration::from_millis(5));
     c.tick();
     assert!(c.describe("g").is_none(), "the expired group is gone");
@@ -145,8 +166,8 @@ async fn a_new_dynamic_member_must_rejoin_with_the_member_id_it_is_given() {
     assert_eq!(second.members.len(), 1, "the leader gets every member's metadata");
 }
 
-#[test]
-fn transactional_offsets_count_after_a_commit_marker_never_after_an_abort_and_survive_a_reload() {
+#[tokio::test]
+async fn transactional_offsets_count_after_a_commit_marker_never_after_an_abort_and_survive_a_reload() {
     use crate::partition::transactions::{Marker, MarkerType};
     let dir = tempfile::tempdir().expect("tempdir");
     let c = setup(dir.path(), 60_000);
@@ -157,24 +178,74 @@ fn transactional_offsets_count_after_a_commit_marker_never_after_an_abort_and_su
         partition.write_marker(producer_id, 0, Marker { kind, coordinator_epoch: 0 }, 1_000).expect("marker");
         c.complete_txn(p, producer_id, commit);
     };
-    let offset =
-        |c: &GroupCoordinator| c.fetch_offsets("g", None).into_iter().find_map(|(_, _, o)| o.map(|o| o.offset));
     // Producer 5 commits offset 7 in a transaction: not visible until its commit marker.
-    c.commit_txn_offsets("g", -1, "", (5, 0), vec![commit("t", 0, 7)]).expect("commit").remove(0).expect("ok");
-    assert_eq!(offset(&c), None);
+    committed_txn(&c, 5, 7).await;
+    assert_eq!(committed_offset(&c, "g"), None);
     marker(5, true);
-    assert_eq!(offset(&c), Some(7));
+    assert_eq!(committed_offset(&c, "g"), Some(7));
     // Producer 6 commits 9 and aborts: 7 stays.
-    c.commit_txn_offsets("g", -1, "", (6, 0), vec![commit("t", 0, 9)]).expect("commit").remove(0).expect("ok");
+    committed_txn(&c, 6, 9).await;
     marker(6, false);
-    assert_eq!(offset(&c), Some(7));
+    assert_eq!(committed_offset(&c, "g"), Some(7));
     // Producer 8's transaction is still open when a new coordinator loads the partition.
-    c.commit_txn_offsets("g", -1, "", (8, 0), vec![commit("t", 0, 11)]).expect("commit").remove(0).expect("ok");
+    committed_txn(&c, 8, 11).await;
     let again = GroupCoordinator::new(c.config().clone(), c.replicas.clone());
     for p in 0..3 {
         again.load_partition(p);
     }
-    assert_eq!(offset(&again), Some(7), "the committed transaction's offset, not the aborted or open one");
+    assert_eq!(
+        committed_offset(&again, "g"),
+        Some(7),
+        "the committed transaction's offset, not the aborted or open one"
+    );
     again.complete_txn(again.partition_of("g"), 8, true);
-    assert_eq!(offset(&again), Some(11), "the open transaction's offsets wait for its marker");
+    assert_eq!(committed_offset(&again, "g"), Some(11), "the open transaction's offsets wait for its marker");
+}
+
+/// The group's offsets partition gets a follower (broker 1) that never fetches: nothing
+/// written from now on reaches the high watermark.
+fn lose_the_follower(c: &GroupCoordinator, group: &str) {
+    let partition = c.replicas.get(OFFSETS_TOPIC, c.partition_of(group)).expect("offsets partition");
+    let mut leadership = Leadership::sole_leader(0, 1);
+    leadership.replicas = vec![0, 1];
+    leadership.isr = vec![0, 1];
+    partition.set_leadership(leadership);
+}
+
+#[tokio::test]
+async fn a_commit_is_not_visible_before_every_in_sync_replica_has_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    committed(&c, "g", vec![commit("t", 0, 5)]).await.expect("commit");
+    lose_the_follower(&c, "g");
+    let pending = c.commit_offsets("g", -1, "", vec![commit("t", 0, 9)]).expect("appended");
+    assert_eq!(committed_offset(&c, "g"), Some(5), "appended but not replicated: not shown");
+    let outcome = c.complete_commit(pending, Duration::from_millis(200)).await;
+    assert_eq!(outcome, Err(GroupError::ReplicationTimeout));
+    assert_eq!(committed_offset(&c, "g"), Some(5), "a commit that timed out is not shown either");
+}
+
+#[tokio::test]
+async fn a_commit_completing_late_does_not_replace_a_later_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    let earlier = c.commit_offsets("g", -1, "", vec![commit("t", 0, 3)]).expect("appended");
+    let later = c.commit_offsets("g", -1, "", vec![commit("t", 0, 4)]).expect("appended");
+    c.complete_commit(later, Duration::from_secs(5)).await.expect("replicated");
+    c.complete_commit(earlier, Duration::from_secs(5)).await.expect("replicated");
+    assert_eq!(committed_offset(&c, "g"), Some(4));
+}
+
+#[tokio::test]
+async fn a_transactional_commit_that_timed_out_is_not_applied_by_its_marker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = setup(dir.path(), i64::MAX);
+    lose_the_follower(&c, "g");
+    let pending = c.commit_txn_offsets("g", -1, "", (5, 0), vec![commit("t", 0, 7)]).expect("appended");
+    assert!(c.has_pending_txn_offsets("g", "t", 0), "pending from the append on (KIP-447)");
+    let outcome = c.complete_commit(pending, Duration::from_millis(200)).await;
+    assert_eq!(outcome, Err(GroupError::ReplicationTimeout));
+    assert!(!c.has_pending_txn_offsets("g", "t", 0));
+    c.complete_txn(c.partition_of("g"), 5, true);
+    assert_eq!(committed_offset(&c, "g"), None);
 }

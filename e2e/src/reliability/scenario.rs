@@ -123,8 +123,6 @@ pub struct Scenario {
     history: Arc<History>,
     spec: Option<WorkloadSpec>,
     phases: Vec<Phase>,
-    /// A known, documented bug: P8 anomalies are printed but do not fail the run.
-    p8_known: Option<&'static str>,
 }
 
 impl Scenario {
@@ -156,16 +154,9 @@ impl Scenario {
             history,
             spec: None,
             phases: Vec::new(),
-            p8_known: None,
         };
         scenario.log(format_args!("seed {seed}"));
         Ok(scenario)
-    }
-
-    /// Reports P8 anomalies (committed offsets going backwards) without failing the run, for
-    /// the bug `why` names. Every other anomaly still fails it.
-    pub fn p8_is_a_known_bug(&mut self, why: &'static str) {
-        self.p8_known = Some(why);
     }
 
     pub fn dir(&self) -> &Path {
@@ -262,20 +253,10 @@ impl Scenario {
         );
         self.log(&summary);
         println!("{summary}");
-        let (known, failing): (Vec<&check::Anomaly>, Vec<&check::Anomaly>) = figures
-            .report
-            .anomalies
-            .iter()
-            .partition(|a| self.p8_known.is_some() && matches!(a, check::Anomaly::CommittedOffsetBackwards { .. }));
-        if let (Some(why), false) = (self.p8_known, known.is_empty()) {
-            let shown: Vec<String> = known.iter().take(5).map(ToString::to_string).collect();
-            let line = format!("KNOWN BUG ({why}), not failing the run: {}", shown.join("; "));
-            self.log(&line);
-            println!("{line}");
-        }
-        if !failing.is_empty() {
-            let shown: Vec<String> = failing.iter().take(10).map(ToString::to_string).collect();
-            bail!("{} anomalies, e.g.:\n  {}\n{}", failing.len(), shown.join("\n  "), self.where_to_look());
+        let anomalies = &figures.report.anomalies;
+        if !anomalies.is_empty() {
+            let shown: Vec<String> = anomalies.iter().take(10).map(ToString::to_string).collect();
+            bail!("{} anomalies, e.g.:\n  {}\n{}", anomalies.len(), shown.join("\n  "), self.where_to_look());
         }
         for (phase, share) in [("fault", floor.under_fault), ("recovery", floor.recovery)] {
             if figures.phases.iter().any(|p| p.name == phase) && figures.rate(phase) < share * offered {

@@ -83,7 +83,6 @@ fn wait_led_elsewhere(cluster: &Cluster, topic: &str, partition: i32, victim: i3
 /// as the fault phase, a recovery phase, the checker with its floor, then P9 and P10.
 fn run(name: &str, topic: &str, spec: ClusterSpec, fault: impl FnOnce(&mut Scenario, &mut Cluster) -> Result<()>) {
     let mut s = ok(Scenario::begin(name));
-    s.p8_is_a_known_bug("a failed group coordinator's successor serves older committed offsets, docs/reliability.md");
     let mut cluster = ok(three_brokers(topic, spec));
     let bootstrap = cluster.bootstrap();
     let workload = ok(s.start_workload(&bootstrap, &WorkloadSpec::new(topic, PARTITIONS)));

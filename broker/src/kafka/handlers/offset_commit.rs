@@ -33,14 +33,14 @@ pub async fn handle(node: &Node, req: OffsetCommitRequest, version: i16) -> Offs
             });
         }
     }
-    let mut outcome =
-        node.groups.commit_offsets(&req.group_id, req.generation_id_or_member_epoch, &req.member_id, commits);
+    let outcome =
+        match node.groups.commit_offsets(&req.group_id, req.generation_id_or_member_epoch, &req.member_id, commits) {
+            Ok(pending) => node.groups.complete_commit(pending, REPLICATION_TIMEOUT).await,
+            Err(e) => Err(e),
+        };
     node.metrics.observe_offset_commit();
-    if outcome.as_ref().is_ok_and(|results| results.iter().any(Result::is_ok)) {
-        if let Err(e) = node.groups.wait_replicated(&req.group_id, REPLICATION_TIMEOUT).await {
-            tracing::debug!(group = %&*req.group_id, error = %e, "committed offsets not replicated in time");
-            outcome = Err(e);
-        }
+    if let Err(e) = &outcome {
+        tracing::debug!(group = %&*req.group_id, error = %e, "offsets not committed");
     }
     let mut resp = OffsetCommitResponse::default();
     resp.topics = req

@@ -40,12 +40,12 @@ pub async fn handle(node: &Node, req: TxnOffsetCommitRequest, version: i16) -> T
     let (generation, member) =
         if version >= 3 { (req.generation_id, req.member_id.to_string()) } else { (-1, String::new()) };
     let producer = (req.producer_id.0, req.producer_epoch);
-    let mut outcome = node.groups.commit_txn_offsets(&req.group_id, generation, &member, producer, commits);
-    if outcome.as_ref().is_ok_and(|results| results.iter().any(Result::is_ok)) {
-        if let Err(e) = node.groups.wait_replicated(&req.group_id, REPLICATION_TIMEOUT).await {
-            tracing::debug!(group = %&*req.group_id, error = %e, "transactional offsets not replicated in time");
-            outcome = Err(e);
-        }
+    let outcome = match node.groups.commit_txn_offsets(&req.group_id, generation, &member, producer, commits) {
+        Ok(pending) => node.groups.complete_commit(pending, REPLICATION_TIMEOUT).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = &outcome {
+        tracing::debug!(group = %&*req.group_id, error = %e, "transactional offsets not committed");
     }
     let mut resp = TxnOffsetCommitResponse::default();
     resp.topics = req
