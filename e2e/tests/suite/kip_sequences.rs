@@ -9,6 +9,15 @@
 //!   **It fails today** (all 2,000 records lost): ignored, and documented in durability.md's
 //!   "Known gap", until Strom has eligible leader replicas.
 //!
+//! - KIP-279, a fast double failover: the leader takes a record no follower has and dies;
+//!   the follower leads and takes another at the same offset in a newer epoch, and dies; the
+//!   old leader returns (an unclean election, the only way back for it) and takes a third.
+//!   The follower then returns and asks for the end of its last epoch, which the leader never
+//!   had: Kafka before KIP-279 answered with the end of an older epoch and the follower kept
+//!   its record, so the replicas held different records at the same offset for good. Here the
+//!   follower must truncate to where the epochs it shares with the leader end, and both
+//!   replicas must end byte-identical.
+//!
 //! (KIP-101's sequence, a follower truncating to its high watermark and then being elected,
 //! is in replication_faults.rs.)
 
@@ -19,6 +28,7 @@ use std::time::Duration;
 use e2e::clients::{self, Record};
 use e2e::cluster::{wait_until, Cluster, ClusterSpec};
 use e2e::powercut::PowerCut;
+use e2e::reliability::replicas;
 use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::producer::Producer;
 
@@ -89,4 +99,78 @@ fn kip_966_the_last_replica_standing_losing_power_loses_nothing_acknowledged() {
     println!("{} of {} acknowledged records read back, {} lost", got.len(), values.len(), lost.len());
     assert!(lost.is_empty(), "lost {} acknowledged records, e.g. {:?}", lost.len(), &lost[..lost.len().min(5)]);
     assert_eq!(got.len(), values.len(), "duplicates");
+}
+
+/// Sends `value` to `topic`-0 with `acks`, no retries; fails unless it is acknowledged.
+fn acknowledged(bootstrap: &str, topic: &str, value: &str, acks: &str) {
+    let mut config = clients::producer_config(bootstrap, acks);
+    config.set("enable.idempotence", "false").set("message.send.max.retries", "0");
+    let (producer, log) = clients::tracked_producer(&config).unwrap();
+    clients::send_blocking(&producer, Record::with_opaque_to(topic, 0).partition(0).payload(value)).unwrap();
+    producer.flush(SETTLE).unwrap();
+    assert_eq!(log.acked_count(), 1, "{value} (acks={acks}) was not acknowledged: {:?}", log.snapshot().failed);
+}
+
+fn values(bootstrap: &str, topic: &str) -> Vec<String> {
+    let read = clients::read_to_end(bootstrap, topic, SETTLE).unwrap();
+    read.iter().map(|r| r.value_str().to_string()).collect()
+}
+
+fn wait_leader(cluster: &Cluster, topic: &str, leader: i32) {
+    wait_until(SETTLE, || {
+        let p = cluster.partition_of(&[0, 1, 2], topic, 0)?;
+        anyhow::ensure!(p.leader == leader, "led by {} (ISR {:?}), waiting for {leader}", p.leader, p.isr);
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn kip_279_a_fast_double_failover_leaves_the_replicas_identical() {
+    const TOPIC: &str = "kip279";
+    // Voters 0, 1, 2 keep the quorum; the partition lives on 3 (leader, its internal port
+    // behind a proxy) and 4. The lag window is long: cutting 4 off from 3 must not shrink the
+    // ISR, so 4 is elected cleanly when 3 dies (as when leaders change fast).
+    let mut spec = ClusterSpec::new(5, 3).with_args(&["--replica-lag-time-max-ms", "60000"]);
+    spec.proxied = vec![3];
+    let mut cluster = Cluster::start(spec).unwrap();
+    let bootstrap = cluster.bootstrap();
+    let admin = clients::admin_client(&bootstrap).unwrap();
+    let assignment: &[&[i32]] = &[&[3, 4]];
+    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(assignment))
+        .set("min.insync.replicas", "1")
+        .set("unclean.leader.election.enable", "true");
+    clients::block_on(admin.create_topics([&topic], &clients::admin_options()))
+        .unwrap()
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    cluster.wait_fully_replicated(&[0], TOPIC, 2, SETTLE).unwrap();
+    wait_leader(&cluster, TOPIC, 3);
+
+    // 1. m1 on both replicas (offset 0).
+    acknowledged(&bootstrap, TOPIC, "m1", "all");
+    // 2. 4 can no longer fetch from 3; m2 (offset 1, 3's epoch) is only on 3.
+    let proxy = cluster.proxies.remove(&3).unwrap();
+    proxy.partition();
+    acknowledged(&cluster.brokers[3].bootstrap(), TOPIC, "m2", "1");
+    // 3. 3 dies; 4 is elected (still in the ISR) and takes m3 at offset 1 in a newer epoch.
+    cluster.broker(3).kill().unwrap();
+    proxy.heal();
+    wait_leader(&cluster, TOPIC, 4);
+    acknowledged(&bootstrap, TOPIC, "m3", "1");
+    assert_eq!(values(&bootstrap, TOPIC), ["m1", "m3"], "4's log before it dies");
+    // 4. 4 dies; 3 returns and is elected unclean (the topic allows it); it takes m4 at offset 2.
+    cluster.broker(4).kill().unwrap();
+    cluster.broker(3).spawn().unwrap();
+    wait_leader(&cluster, TOPIC, 3);
+    acknowledged(&bootstrap, TOPIC, "m4", "1");
+    // 5. 4 returns as a follower: its m3 (an epoch 3 never had) must go.
+    cluster.broker(4).spawn().unwrap();
+    cluster.wait_fully_replicated(&[0, 1, 2], TOPIC, 2, SETTLE).unwrap();
+    let sizes = replicas::wait_identical(&cluster, TOPIC, 1, SETTLE).unwrap();
+    println!("replicas identical, {} bytes", sizes[0]);
+    assert_eq!(values(&bootstrap, TOPIC), ["m1", "m2", "m4"], "the leader's records, m3 truncated");
+    assert!(cluster.brokers[4].log_tail(400).contains("truncat"), "4 logged its truncation");
 }

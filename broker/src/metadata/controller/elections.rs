@@ -6,7 +6,8 @@
 //! leaves the ISR unless it is the last member (as in KRaft: the last in-sync replica is
 //! remembered, so the partition can come back without losing data). Unfencing a broker makes
 //! it leader of every offline partition whose ISR holds it, and — only for topics with
-//! `unclean.leader.election.enable=true` — of offline partitions it merely replicates.
+//! `unclean.leader.election.enable=true` — of offline partitions it merely replicates. Such
+//! topics also get a live out-of-sync replica as leader when their last in-sync one is fenced.
 
 use super::super::command::PartitionChange;
 use super::super::image::{MetadataImage, PartitionRegistration};
@@ -31,13 +32,19 @@ pub fn on_fence(image: &MetadataImage, broker: i32) -> Vec<PartitionChange> {
             continue;
         }
         let others: Vec<i32> = p.isr.iter().copied().filter(|b| *b != broker).collect();
-        let isr = if others.is_empty() { p.isr.clone() } else { others };
-        let leader = if p.leader == broker {
+        let mut isr = if others.is_empty() { p.isr.clone() } else { others };
+        let mut leader = if p.leader == broker {
             // Prefer replicas in replica order, so the preferred leader wins when it can.
             p.replicas.iter().copied().find(|b| *b != broker && isr.contains(b) && image.is_live(*b)).unwrap_or(-1)
         } else {
             p.leader
         };
+        if leader == -1 && p.leader == broker && unclean_allowed(&topic.configs) {
+            // No live in-sync replica: an unclean election, as the topic allows.
+            if let Some(b) = p.replicas.iter().copied().find(|b| *b != broker && image.is_live(*b)) {
+                (leader, isr) = (b, vec![b]);
+            }
+        }
         if leader != p.leader || isr != p.isr {
             out.push(change(topic.id, index, p, leader, isr));
         }
@@ -150,6 +157,18 @@ mod tests {
         assert_eq!(changes.len(), 2);
         assert_eq!((changes[0].leader, changes[0].isr.clone()), (2, vec![2]));
         assert_eq!((changes[1].partition, changes[1].leader, changes[1].isr.clone()), (1, 1, vec![1]));
+    }
+
+    #[test]
+    fn a_fenced_last_in_sync_leader_hands_over_to_a_live_replica_only_when_unclean_is_allowed() {
+        let parts = vec![p(&[0, 1, 2], &[0], 0)];
+        let img = image(&[1, 2], parts.clone(), BTreeMap::new());
+        let changes = on_fence(&img, 0);
+        assert_eq!((changes[0].leader, changes[0].isr.clone()), (-1, vec![0]), "clean: offline, 0 remembered");
+        let unclean = BTreeMap::from([("unclean.leader.election.enable".to_string(), "true".to_string())]);
+        let img = image(&[2], parts, unclean);
+        let changes = on_fence(&img, 0);
+        assert_eq!((changes[0].leader, changes[0].isr.clone()), (2, vec![2]), "unclean: the live replica leads");
     }
 
     #[test]
