@@ -23,6 +23,7 @@
 //! - [`error_chain`]: an error and its causes on one line.
 //! - [`disk_space`]: the data directory's free space, and the floor below which produce
 //!   requests are refused (KAFKA_STORAGE_ERROR) so the metadata log keeps room.
+//! - [`storage_failure`]: a failed fsync of log data halts the broker (exit 70) so recovery runs.
 //! - [`config`]: the broker's configuration (flags, `STROM_*` environment, TOML file).
 //! - [`node`]: the shared state of a running broker and the topic operations on it.
 //! - [`publisher`]: makes this broker what each new metadata image says (replicas opened and
@@ -53,5 +54,6 @@ pub mod publisher;
 pub mod replication;
 pub mod server;
 pub mod shutdown;
+pub mod storage_failure;
 pub mod time;
 pub mod txn;

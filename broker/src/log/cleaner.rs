@@ -25,7 +25,7 @@ use super::checkpoint::sync_dir;
 use super::codec::{self, Codec};
 use super::compaction::{for_each_batch, is_compactable, CompactionStats, Retain};
 use super::config::LogConfig;
-use super::error::{io_error, LogError};
+use super::error::{io_error, sync_error, LogError};
 use super::records::{parse_records, records_section, RecordsError};
 use super::segment::{file_name, Segment, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use super::window::{FileWindow, SCAN_WINDOW};
@@ -263,7 +263,7 @@ impl CleanedFile {
     /// Flushes and fsyncs the file; returns its size.
     fn finish(self) -> Result<u64, LogError> {
         let file = self.out.into_inner().map_err(|e| io_error("write cleaned segment", &self.path)(e.into_error()))?;
-        file.sync_all().map_err(io_error("fsync cleaned segment", &self.path))?;
+        file.sync_all().map_err(sync_error("fsync cleaned segment", &self.path))?;
         Ok(self.len)
     }
 }

@@ -8,6 +8,17 @@ use super::records::RecordsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
+    /// An fsync of log data failed. What the file gained since its last good fsync may or may
+    /// not be on disk, and a later fsync that succeeds does not prove it is: the kernel may
+    /// have dropped the dirty pages (PostgreSQL's "fsyncgate"). The log cannot trust itself
+    /// after this; the broker stops ([`crate::storage_failure`]).
+    #[error("failed to {op} {}", path.display())]
+    Sync {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("failed to {op} {}", path.display())]
     Io {
         op: &'static str,
@@ -55,6 +66,11 @@ pub enum LogError {
         #[source]
         source: RecordsError,
     },
+}
+
+/// `map_err` helper for an fsync of log data: [`LogError::Sync`].
+pub(crate) fn sync_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> LogError + 'a {
+    move |source| LogError::Sync { op, path: path.to_path_buf(), source }
 }
 
 /// `map_err` helper: wraps an io::Error with the operation and the path it failed on.

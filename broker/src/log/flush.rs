@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::path::PathBuf;
 
-use super::error::{io_error, LogError};
+use super::error::{sync_error, LogError};
 use super::Log;
 
 /// Closed segments to fsync: their log and index files, and the offset the recovery point
@@ -31,7 +31,7 @@ impl RolledSegments {
     /// are in the page cache like any other write, so an fsync of the file covers them).
     pub fn sync(&self) -> Result<(), LogError> {
         for (file, path) in &self.files {
-            file.sync_all().map_err(io_error("fsync rolled segment", path))?;
+            file.sync_all().map_err(sync_error("fsync rolled segment", path))?;
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
-use super::error::{io_error, LogError};
+use super::error::{io_error, sync_error, LogError};
 
 pub(crate) struct MappedFile {
     path: PathBuf,
@@ -170,7 +170,7 @@ impl MappedFile {
         if let Some(map) = &self.map {
             map.flush().map_err(io_error("msync index", &self.path))?;
         }
-        self.file.sync_all().map_err(io_error("fsync index", &self.path))
+        self.file.sync_all().map_err(sync_error("fsync index", &self.path))
     }
 
     fn remap(&mut self, len: u64) -> Result<(), LogError> {

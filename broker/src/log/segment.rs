@@ -10,7 +10,7 @@ use std::time::UNIX_EPOCH;
 
 use super::batch::BatchHeader;
 use super::config::LogConfig;
-use super::error::{io_error, LogError};
+use super::error::{io_error, sync_error, LogError};
 use super::index::OffsetIndex;
 use super::time_index::TimeIndex;
 use super::window::FileWindow;
@@ -260,7 +260,7 @@ impl Segment {
 
     /// fsync of the log and both indexes.
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.log.sync_data().map_err(io_error("fsync segment log", &self.log_path))?;
+        self.log.sync_data().map_err(sync_error("fsync segment log", &self.log_path))?;
         self.index.file().flush()?;
         self.time_index.file().flush()
     }

@@ -328,7 +328,9 @@ impl Partition {
         now
     }
 
+    /// Every log error of this partition passes here: a fatal one ends the process.
     fn log_error(&self, source: LogError) -> PartitionError {
+        crate::storage_failure::halt_if_fatal(&self.topic, self.index, &source);
         PartitionError::Log { topic: self.topic.to_string(), partition: self.index, source }
     }
 
@@ -412,8 +414,8 @@ impl Partition {
         if header.is_transactional() {
             state.txns.on_data(header.producer_id, info.first_offset);
         }
-        if let Err(e) = state.log.flush_if_due(now_ms) {
-            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
+        if let Err(e) = state.log.flush_if_due(now_ms).map_err(|e| self.log_error(e)) {
+            tracing::error!(error = %e, "periodic flush failed");
         }
         let outcome = AppendOutcome {
             base_offset: info.first_offset,
@@ -628,8 +630,8 @@ impl Partition {
         let deleted = state.log.enforce_retention(now_ms).map_err(|e| self.log_error(e))?;
         let log_start_offset = state.log.log_start_offset();
         state.txns.trim_before(log_start_offset);
-        if let Err(e) = state.log.flush_if_due(now_ms) {
-            tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
+        if let Err(e) = state.log.flush_if_due(now_ms).map_err(|e| self.log_error(e)) {
+            tracing::error!(error = %e, "periodic flush failed");
         }
         Ok(deleted)
     }

@@ -270,8 +270,8 @@ impl Partition {
             if fsync {
                 // Durable mode: on disk before the next fetch reports this log end.
                 state.log.flush().map_err(|e| self.log_error(e))?;
-            } else if let Err(e) = state.log.flush_if_due(now) {
-                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "periodic flush failed");
+            } else if let Err(e) = state.log.flush_if_due(now).map_err(|e| self.log_error(e)) {
+                tracing::error!(error = %e, "periodic flush failed");
             }
         }
         let leo = state.log.log_end_offset();

@@ -27,15 +27,19 @@
 //! a loopback address to that source address first ([`source`]): how the e2e harness cuts one
 //! broker off from the others in both directions.
 //!
+//! With `STROM_SHIM_FAIL_SYNC=<path>` set, `fsync` and `fdatasync` of regular files fail with
+//! `EIO` while a file exists at `<path>` ([`fail`]): a disk that fails its flushes.
+//!
 //! Modules: [`real`], the glibc definitions the hooks forward to; [`line`], a record line
 //! built on the stack, paths resolved; [`record`], the log's descriptor and the one-write append;
-//! [`source`], the per-process loopback source address.
+//! [`source`], the per-process loopback source address; [`fail`], failing syncs on demand.
 
 // This crate is nothing but a C ABI boundary: the exported hooks are `extern "C"` functions
 // taking raw pointers, and they call libc. Every unsafe block says why it is sound.
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod fail;
 mod line;
 mod real;
 mod record;
@@ -92,6 +96,9 @@ fn sync_line(fd: c_int) -> Option<Line> {
 /// A sync: the line is built before `call` (its length a lower bound) and written after it
 /// succeeded.
 fn synced(fd: c_int, call: impl FnOnce() -> c_int) -> c_int {
+    if keeping_errno(|| fail::sync_fails(fd)) {
+        return fail::failed();
+    }
     let Some(log) = keeping_errno(record::log_fd) else { return call() };
     let line = keeping_errno(|| sync_line(fd));
     let rc = call();

@@ -13,6 +13,7 @@ mod connection_flood;
 mod crash;
 mod crash_consistency;
 mod dev;
+mod disk_errors;
 mod disk_full;
 mod fetch_sessions;
 mod fuzz_seeds;
