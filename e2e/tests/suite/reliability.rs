@@ -11,15 +11,15 @@
 //! - S2 `s2_leader_isolated_by_the_network`: a leader cut off from the other brokers in both
 //!   directions (clients still reach it) until another broker leads its partition; it must
 //!   stop acknowledging acks=all writes, and what it took meanwhile must not reach consumers.
-//!
-//! **A known bug:** in S2 and S5, when the failed broker was the group's coordinator, the
-//! observer sometimes sees the committed offsets go backwards once it is back (P8; about one
-//! run in five; docs/reliability.md). Until the coordinator is fixed, P8 anomalies are
-//! printed as a known bug and do not fail the run; every other property still does.
 //! - S5 `s5_paused_zombie_leader`: a leader SIGSTOPped past its session timeout (fenced, a
 //!   new leader elected), then resumed: whatever it still had in flight must not land.
 //! - S13 `s13_dropped_and_delayed_responses`: every client connection goes through a proxy
 //!   that cuts connections, delays responses and drops requests or responses on the floor.
+//!
+//! The longer tier (`--ignored`, docs/reliability.md has the command):
+//! - S7 `s7_group_coordinator_bounces`: the broker coordinating the consumers' group
+//!   SIGKILLed and restarted, three times; committed offsets must never go backwards (P8)
+//!   and no record may be skipped or read twice by the group beyond what a rebalance redoes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use e2e::clients;
-use e2e::cluster::{wait_until, Cluster, ClusterSpec};
+use e2e::cluster::{coordinator_partition, wait_until, Cluster, ClusterSpec};
 use e2e::proxy::{Direction, Fault};
 use e2e::reliability::replicas;
 use e2e::reliability::scenario::{Floor, Scenario};
@@ -166,6 +166,35 @@ fn s5_paused_zombie_leader() {
             cluster.broker(victim).resume()?;
             cluster.wait_fully_replicated(&[victim], topic, 3, SETTLE)?;
             s.log(format_args!("pause {round}: broker {victim} resumed and back in sync"));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+#[ignore = "the longer tier: cargo test --release -p e2e --test suite reliability:: -- --ignored --nocapture"]
+fn s7_group_coordinator_bounces() {
+    const BOUNCES: usize = 3;
+    const OFFSETS_TOPIC: &str = "__consumer_offsets";
+    let topic = "s7";
+    let group = WorkloadSpec::new(topic, PARTITIONS).group;
+    let offsets_partition = coordinator_partition(&group, 50);
+    run("s7-coordinator-bounce", topic, ClusterSpec::new(3, 3), |s, cluster| {
+        for round in 1..=BOUNCES {
+            let partition = i32::try_from(offsets_partition)?;
+            let victim = leader_of(cluster, OFFSETS_TOPIC, partition)?;
+            let down = s.rng.between(Duration::from_millis(500), Duration::from_secs(3));
+            s.log(format_args!(
+                "bounce {round}: SIGKILL broker {victim} (coordinator of {group}, {OFFSETS_TOPIC}-{partition}), down for {down:?}"
+            ));
+            cluster.broker(victim).kill()?;
+            let moved = wait_led_elsewhere(cluster, OFFSETS_TOPIC, partition, victim)?;
+            s.log(format_args!("bounce {round}: {group} now coordinated by {moved}"));
+            thread::sleep(down);
+            cluster.broker(victim).start().with_context(|| format!("restart broker {victim}"))?;
+            cluster.wait_fully_replicated(&[victim], topic, 3, SETTLE)?;
+            cluster.wait_fully_replicated(&[victim], OFFSETS_TOPIC, 3, SETTLE)?;
+            s.log(format_args!("bounce {round}: broker {victim} back in sync"));
         }
         Ok(())
     });
