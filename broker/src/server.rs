@@ -144,6 +144,7 @@ pub async fn run(
         preferred_leader_interval: config
             .auto_leader_rebalance_enable
             .then(|| Duration::from_millis(config.leader_imbalance_check_interval_ms)),
+        default_min_insync: config.min_insync_replicas,
         dir: metadata_dir,
     })
     .await?;

@@ -30,6 +30,9 @@ pub struct PartitionChange {
     /// A new replica set (a reassignment starting, finishing or cancelled); None keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<ReplicaSet>,
+    /// New eligible leader replicas; None keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elr: Option<Vec<i32>>,
 }
 
 /// A partition's replicas, and — during a reassignment — which of them are being added and

@@ -30,6 +30,11 @@ pub struct PartitionRegistration {
     /// During a reassignment: replicas to remove once every added one is in sync.
     #[serde(default)]
     pub removing: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): replicas that left the ISR while it was smaller
+    /// than min.insync.replicas. The high watermark does not advance while it is, so each
+    /// holds every record below it and may lead when no in-sync replica is live.
+    #[serde(default)]
+    pub elr: Vec<i32>,
 }
 
 impl PartitionRegistration {
@@ -265,6 +270,7 @@ impl MetadataImage {
             partition_epoch: 0,
             adding: Vec::new(),
             removing: Vec::new(),
+            elr: Vec::new(),
         }
     }
 
@@ -283,10 +289,15 @@ impl MetadataImage {
                 p.leader_epoch += 1;
             }
             p.isr = change.isr.clone();
+            if let Some(elr) = &change.elr {
+                p.elr = elr.clone();
+            }
             if let Some(set) = &change.replicas {
                 p.replicas = set.replicas.clone();
                 p.adding = set.adding.clone();
                 p.removing = set.removing.clone();
+                let replicas = &p.replicas;
+                p.elr.retain(|r| replicas.contains(r));
             }
             p.partition_epoch += 1;
         }
@@ -374,6 +385,7 @@ mod tests {
             isr: vec![0],
             expected_partition_epoch: 0,
             replicas: None,
+            elr: None,
         };
         image.apply(&MetadataCommand::FenceBroker { id: 0, epoch, changes: vec![offline.clone()] }, 61);
         let p = image.topic("t").map(|t| t.partitions[0].clone()).expect("topic");

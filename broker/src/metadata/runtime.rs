@@ -39,6 +39,9 @@ pub struct MetadataSettings {
     /// How often the active controller moves leadership back to preferred replicas (None:
     /// never, `auto.leader.rebalance.enable=false`).
     pub preferred_leader_interval: Option<Duration>,
+    /// The cluster's `min.insync.replicas` (topics without their own): decides which replicas
+    /// leaving an ISR become eligible leaders.
+    pub default_min_insync: i32,
     /// `<data>/metadata`.
     pub dir: PathBuf,
 }
@@ -132,6 +135,7 @@ impl Metadata {
                 voters: settings.voters.clone(),
                 session_timeout: settings.session_timeout,
                 preferred_leader_interval: settings.preferred_leader_interval,
+                default_min_insync: settings.default_min_insync,
             },
             contacts,
         ));

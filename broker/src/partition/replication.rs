@@ -108,8 +108,15 @@ impl Partition {
         self.high_watermark.send_modify(|_| {});
     }
 
-    /// Raises the high watermark to what the ISR has (leader only; never backwards).
+    /// Raises the high watermark to what the ISR has (leader only; never backwards). Not while
+    /// the ISR is smaller than min.insync.replicas ("strict min ISR", KIP-966): the replicas
+    /// that left it then hold every record below the high watermark, so the controller may
+    /// elect them (eligible leader replicas) if this leader is lost.
     pub(super) fn advance_high_watermark(&self, state: &State, leadership: &Leadership) {
+        let min_insync = usize::try_from(self.config().min_insync_replicas.max(1)).unwrap_or(1);
+        if leadership.isr.len() < min_insync {
+            return;
+        }
         let current = self.high_watermark();
         let hw = followers::high_watermark(
             self.broker,
@@ -384,8 +391,9 @@ impl Partition {
             if !leadership.is_leader {
                 return Err(PartitionError::NotLeader { topic: self.topic.to_string(), partition: self.index });
             }
-            if *hw.borrow_and_update() > last_offset {
-                let isr = i32::try_from(leadership.isr.len()).unwrap_or(i32::MAX);
+            let isr = i32::try_from(leadership.isr.len()).unwrap_or(i32::MAX);
+            if *hw.borrow_and_update() > last_offset || isr < min_insync {
+                // Below min.insync.replicas the high watermark stands still: no use waiting.
                 if isr < min_insync {
                     return Err(PartitionError::NotEnoughReplicasAfterAppend {
                         topic: self.topic.to_string(),

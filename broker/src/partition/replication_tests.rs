@@ -229,6 +229,7 @@ async fn an_acks_all_wait_on_a_replica_that_moves_away_is_answered_not_leader_at
         partition_epoch: 0,
         adding: vec![],
         removing: vec![],
+        elr: vec![],
     };
     let configs = BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]);
     let topic =

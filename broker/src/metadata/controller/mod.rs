@@ -72,6 +72,9 @@ pub struct ControllerConfig {
     /// `leader.imbalance.check.interval.seconds`, if `auto.leader.rebalance.enable`: how often
     /// leadership goes back to preferred replicas.
     pub preferred_leader_interval: Option<Duration>,
+    /// The cluster's `min.insync.replicas`, for topics without their own (eligible leader
+    /// replicas, [`elections`]).
+    pub default_min_insync: i32,
 }
 
 /// An ISR change a partition leader asks for.
@@ -337,7 +340,7 @@ impl Controller {
         if !self.config.voters.contains(r.id) {
             self.ensure_learner(r.id, &r.internal_addr).await?;
         }
-        let changes = elections::on_fence(&self.image(), r.id);
+        let changes = elections::on_register(&self.image(), r.id, self.config.default_min_insync);
         let command = MetadataCommand::RegisterBroker {
             id: r.id,
             incarnation: r.incarnation,
@@ -384,7 +387,7 @@ impl Controller {
             if !b.fenced {
                 let _guard = self.write_lock.lock().await;
                 self.ensure_active().await?;
-                let changes = elections::on_fence(&self.image(), id);
+                let changes = elections::on_fence(&self.image(), id, self.config.default_min_insync);
                 let (_, index) = self.write(MetadataCommand::FenceBroker { id, epoch, changes }).await?;
                 tracing::info!(broker = id, "broker shutting down: fenced, its partitions led elsewhere");
                 return Ok(HeartbeatReply { fenced: true, index });
@@ -482,6 +485,8 @@ impl Controller {
         if !a.new_isr.contains(&a.broker) {
             return fail(ErrorKind::IneligibleReplica, format!("{name}: the leader must stay in the ISR"));
         }
+        let min_insync = elections::min_insync(&topic.configs, self.config.default_min_insync);
+        let elr = elections::elr_after(p, &a.new_isr, min_insync);
         let change = PartitionChange {
             topic_id: a.topic_id,
             partition: a.partition,
@@ -489,6 +494,7 @@ impl Controller {
             isr: a.new_isr.clone(),
             expected_partition_epoch: a.partition_epoch,
             replicas: None,
+            elr: (elr != p.elr).then_some(elr),
         };
         let reason = format!("AlterPartition from broker {}", a.broker);
         let (_, index) = self.write(MetadataCommand::ChangePartitions { reason, changes: vec![change] }).await?;
@@ -496,7 +502,7 @@ impl Controller {
         let now = after.topic_by_id(a.topic_id).and_then(|t| t.partition(a.partition)).cloned();
         match now {
             Some(now) if now.isr == a.new_isr && now.partition_epoch == a.partition_epoch + 1 => {
-                tracing::info!(partition = %name, old = ?p.isr, new = ?now.isr, "ISR changed");
+                tracing::info!(partition = %name, old = ?p.isr, new = ?now.isr, elr = ?now.elr, "ISR changed");
                 Ok((now.isr, now.partition_epoch, index))
             }
             _ => fail(ErrorKind::InvalidUpdateVersion, format!("{name}: changed concurrently")),
@@ -645,7 +651,7 @@ impl Controller {
             if !image.broker(id).is_some_and(|b| !b.fenced && b.epoch == epoch) {
                 continue;
             }
-            let changes = elections::on_fence(&image, id);
+            let changes = elections::on_fence(&image, id, self.config.default_min_insync);
             let moved = changes.len();
             match self.write(MetadataCommand::FenceBroker { id, epoch, changes }).await {
                 Ok(_) => tracing::warn!(

@@ -153,6 +153,7 @@ impl Controller {
                         isr: vec![r],
                         expected_partition_epoch: p.partition_epoch,
                         replicas: None,
+                        elr: None,
                     })
                 }
             } else {

@@ -46,6 +46,7 @@ pub fn start(
         isr,
         expected_partition_epoch: p.partition_epoch,
         replicas: Some(ReplicaSet { replicas, adding, removing }),
+        elr: None,
     })
 }
 
@@ -80,6 +81,7 @@ pub fn complete(
         isr,
         expected_partition_epoch: p.partition_epoch,
         replicas: Some(ReplicaSet { replicas: target, adding: Vec::new(), removing: Vec::new() }),
+        elr: None,
     })
 }
 
@@ -111,6 +113,7 @@ pub fn cancel(
         isr,
         expected_partition_epoch: p.partition_epoch,
         replicas: Some(ReplicaSet { replicas: original, adding: Vec::new(), removing: Vec::new() }),
+        elr: None,
     })
 }
 
@@ -133,6 +136,7 @@ mod tests {
             partition_epoch: 4,
             adding: vec![],
             removing: vec![],
+            elr: vec![],
         }
     }
 
