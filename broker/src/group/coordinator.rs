@@ -77,6 +77,8 @@ pub struct GroupCoordinator {
     pub(super) loaded: Mutex<BTreeSet<i32>>,
     /// Completed rebalances, for metrics.
     rebalances: AtomicU64,
+    /// Offset commits appended and not yet complete (OffsetFetch waits for them).
+    pub(super) in_flight: Arc<super::in_flight::InFlight>,
 }
 
 pub(super) fn join_error(e: GroupError, member_id: &str) -> JoinOutcome {
@@ -91,6 +93,7 @@ impl GroupCoordinator {
             replicas,
             loaded: Mutex::new(BTreeSet::new()),
             rebalances: AtomicU64::new(0),
+            in_flight: Arc::default(),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct PendingCommit {
     appended: Vec<((String, i32), Committed)>,
     /// The transaction the offsets belong to: they were added to its pending offsets.
     producer_id: Option<i64>,
+    /// Holds OffsetFetch of the group back until this commit completes (or is dropped).
+    _in_flight: Option<super::in_flight::Ticket>,
 }
 
 /// A record's value and its offset in `__consumer_offsets`.
@@ -184,11 +186,17 @@ impl GroupCoordinator {
             accepted.push(((o.topic, o.partition), value));
             results.push(Ok(()));
         }
-        let mut pending =
-            PendingCommit { group: group_id.to_string(), results, appended: Vec::new(), producer_id: None };
+        let mut pending = PendingCommit {
+            group: group_id.to_string(),
+            results,
+            appended: Vec::new(),
+            producer_id: None,
+            _in_flight: None,
+        };
         if records.is_empty() {
             return Ok(pending);
         }
+        pending._in_flight = Some(self.in_flight.begin(group_id));
         // The records are appended in the order of this lock, so their positions order commits.
         let last = match transaction {
             None => self.persist(group_id, &records)?,
@@ -208,6 +216,13 @@ impl GroupCoordinator {
             pending.producer_id = Some(producer_id);
         }
         Ok(pending)
+    }
+
+    /// Waits (at most `timeout`) until no offset commit of `group` is on its way: an
+    /// OffsetFetch then answers with every commit appended before it, or without the ones
+    /// that failed.
+    pub async fn commits_settled(&self, group: &str, timeout: Duration) {
+        self.in_flight.settled(group, timeout).await;
     }
 
     /// OffsetFetch: the committed offsets of `topics` (every committed partition when None).

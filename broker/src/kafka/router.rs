@@ -374,7 +374,7 @@ async fn dispatch(
             key,
             version,
             c,
-            &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version),
+            &handlers::offset_fetch::handle(node, req!(OffsetFetchRequest), version).await,
         ),
         ApiKey::DescribeGroups => respond(
             &node.metrics,

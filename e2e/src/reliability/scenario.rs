@@ -134,7 +134,14 @@ impl Scenario {
         };
         let root = std::env::var_os("STROM_RELIABILITY_DIR")
             .map_or_else(|| std::env::temp_dir().join("strom-reliability"), PathBuf::from);
-        let dir = root.join(format!("{name}-{seed}"));
+        // A replay of a seed keeps the history of the run it replays.
+        let mut dir = root.join(format!("{name}-{seed}"));
+        for n in 2.. {
+            if !dir.exists() {
+                break;
+            }
+            dir = root.join(format!("{name}-{seed}-{n}"));
+        }
         fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let history = Arc::new(History::create(&dir.join("history.jsonl"))?);
         let schedule_path = dir.join("schedule.log");

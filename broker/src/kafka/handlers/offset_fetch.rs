@@ -2,6 +2,7 @@
 //! a committed offset reports -1. With `require_stable` (v7+, what read_committed consumers
 //! send), a partition with offsets of an open transaction answers UNSTABLE_OFFSET_COMMIT
 //! until its marker, so a consumer never resumes from an offset about to change (KIP-447).
+//! A fetch first waits for its group's commits still being replicated (`group::in_flight`).
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
@@ -19,7 +20,11 @@ type Fetched = Vec<(String, i32, Option<OffsetValue>)>;
 /// Offsets of one topic: (partition, committed offset if any).
 type TopicOffsets = (String, Vec<(i32, Option<OffsetValue>)>);
 
-pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+/// How long a fetch waits for its group's commits in flight (`group::in_flight`) before it
+/// answers with what is committed.
+const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub async fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     let mut resp = OffsetFetchResponse::default();
     let require_stable = version >= 7 && req.require_stable;
     let unstable = |group: &str, topic: &str, partition: i32| {
@@ -42,6 +47,7 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
                 resp.groups.push(group);
                 continue;
             }
+            node.groups.commits_settled(&g.group_id, SETTLE_TIMEOUT).await;
             let fetched = node.groups.fetch_offsets(&g.group_id, topics);
             group.topics = grouped(fetched)
                 .into_iter()
@@ -77,6 +83,7 @@ pub fn handle(node: &Node, req: OffsetFetchRequest, version: i16) -> OffsetFetch
         }
         return resp;
     }
+    node.groups.commits_settled(&req.group_id, SETTLE_TIMEOUT).await;
     let fetched = node.groups.fetch_offsets(&req.group_id, topics);
     resp.topics = grouped(fetched)
         .into_iter()
