@@ -130,6 +130,15 @@ impl Partition {
         }
     }
 
+    /// Whether this leader's high watermark has reached the start of its leader epoch: until
+    /// then it may be below what the previous leader showed (a follower learns the high
+    /// watermark one fetch late), so ListOffsets answers OFFSET_NOT_AVAILABLE (KIP-207)
+    /// rather than let it go backwards.
+    pub fn high_watermark_established(&self) -> bool {
+        let start = self.state.lock().epoch_start_offset;
+        self.high_watermark() >= start
+    }
+
     /// Every change of the log end offset after this call (followers' fetches wait on it).
     pub fn subscribe_log_end(&self) -> tokio::sync::watch::Receiver<i64> {
         self.log_end.subscribe()

@@ -33,6 +33,11 @@ pub fn handle(node: &Node, req: ListOffsetsRequest, version: i16) -> ListOffsets
                         p.leader_epoch = partition.leader_epoch();
                     }
                     match part.timestamp {
+                        // A new leader whose high watermark is still behind its epoch's start
+                        // (KIP-207, v5+): retriable, so no client sees the offset go backwards.
+                        LATEST if version >= 5 && !partition.high_watermark_established() => {
+                            p.error_code = ResponseError::OffsetNotAvailable.code();
+                        }
                         // read_committed consumers (v2+) start from the last stable offset.
                         LATEST if read_committed => p.offset = partition.last_stable_offset(),
                         LATEST => p.offset = partition.high_watermark(),
