@@ -47,29 +47,10 @@ fn kip_966_with_both_followers_crashed_too_the_last_replica_losing_power_loses_n
     spec.env = power.env();
     let mut cluster = Cluster::start(spec).unwrap();
     let bootstrap = cluster.bootstrap();
-    let admin = clients::admin_client(&bootstrap).unwrap();
-    let assignment: &[&[i32]] = &[&[2, 3, 4]];
-    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(assignment)).set("min.insync.replicas", "2");
-    clients::block_on(admin.create_topics([&topic], &clients::admin_options()))
-        .unwrap()
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
-    cluster.wait_fully_replicated(&[0], TOPIC, 3, SETTLE).unwrap();
-    assert_eq!(cluster.partition_of(&[0], TOPIC, 0).unwrap().leader, 2);
+    create_on(&cluster, TOPIC, &[2, 3, 4], &[("min.insync.replicas", "2")]);
 
     // 1. Records acknowledged by all three replicas (acks=all).
-    let mut config = clients::producer_config(&bootstrap, "all");
-    config.set("enable.idempotence", "true");
-    let (producer, log) = clients::tracked_producer(&config).unwrap();
-    let values: Vec<String> = (0..2000).map(|i| format!("acked-{i:05}")).collect();
-    for (i, v) in values.iter().enumerate() {
-        clients::send_blocking(&producer, Record::with_opaque_to(TOPIC, i).partition(0).payload(v)).unwrap();
-    }
-    producer.flush(SETTLE).unwrap();
-    assert_eq!(log.acked_count(), values.len());
-    drop(producer);
+    let values = acknowledged_by_all(&bootstrap, TOPIC);
 
     // 2. Both followers crash; the ISR shrinks to the leader.
     cluster.broker(3).kill().unwrap();
@@ -115,29 +96,10 @@ fn kip_966_the_last_replica_standing_losing_power_loses_nothing_acknowledged() {
     spec.env = power.env();
     let mut cluster = Cluster::start(spec).unwrap();
     let bootstrap = cluster.bootstrap();
-    let admin = clients::admin_client(&bootstrap).unwrap();
-    let assignment: &[&[i32]] = &[&[3, 4, 0]];
-    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(assignment)).set("min.insync.replicas", "2");
-    clients::block_on(admin.create_topics([&topic], &clients::admin_options()))
-        .unwrap()
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
-    cluster.wait_fully_replicated(&[0], TOPIC, 3, SETTLE).unwrap();
-    wait_leader(&cluster, TOPIC, 3);
+    create_on(&cluster, TOPIC, &[3, 4, 0], &[("min.insync.replicas", "2")]);
 
     // 1. Records acknowledged by all three replicas (acks=all).
-    let mut config = clients::producer_config(&bootstrap, "all");
-    config.set("enable.idempotence", "true");
-    let (producer, log) = clients::tracked_producer(&config).unwrap();
-    let values: Vec<String> = (0..2000).map(|i| format!("acked-{i:05}")).collect();
-    for (i, v) in values.iter().enumerate() {
-        clients::send_blocking(&producer, Record::with_opaque_to(TOPIC, i).partition(0).payload(v)).unwrap();
-    }
-    producer.flush(SETTLE).unwrap();
-    assert_eq!(log.acked_count(), values.len());
-    drop(producer);
+    let values = acknowledged_by_all(&bootstrap, TOPIC);
 
     // 2. The followers can no longer fetch: the ISR shrinks to the leader.
     let proxy = cluster.proxies.remove(&3).unwrap();
@@ -180,6 +142,34 @@ fn kip_966_the_last_replica_standing_losing_power_loses_nothing_acknowledged() {
     replicas::wait_identical(&cluster, TOPIC, 1, SETTLE).unwrap();
 }
 
+/// Creates `topic` with one partition on `replicas` (the first leads) and `configs`; waits
+/// until every replica is in sync and the first leads.
+fn create_on(cluster: &Cluster, topic: &str, replicas: &[i32], configs: &[(&str, &str)]) {
+    let admin = clients::admin_client(&cluster.bootstrap()).unwrap();
+    let assignment: &[&[i32]] = &[replicas];
+    let mut new = NewTopic::new(topic, 1, TopicReplication::Variable(assignment));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
+    clients::block_on(admin.create_topics([&new], &clients::admin_options())).unwrap().unwrap().pop().unwrap().unwrap();
+    cluster.wait_fully_replicated(&[0], topic, replicas.len(), SETTLE).unwrap();
+    wait_leader(cluster, topic, replicas[0]);
+}
+
+/// 2,000 records to `topic`-0, each acknowledged (idempotent, acks=all); returns their values.
+fn acknowledged_by_all(bootstrap: &str, topic: &str) -> Vec<String> {
+    let mut config = clients::producer_config(bootstrap, "all");
+    config.set("enable.idempotence", "true");
+    let (producer, log) = clients::tracked_producer(&config).unwrap();
+    let values: Vec<String> = (0..2000).map(|i| format!("acked-{i:05}")).collect();
+    for (i, v) in values.iter().enumerate() {
+        clients::send_blocking(&producer, Record::with_opaque_to(topic, i).partition(0).payload(v)).unwrap();
+    }
+    producer.flush(SETTLE).unwrap();
+    assert_eq!(log.acked_count(), values.len());
+    values
+}
+
 /// Sends `value` to `topic`-0 with `acks`, no retries; fails unless it is acknowledged.
 fn acknowledged(bootstrap: &str, topic: &str, value: &str, acks: &str) {
     let mut config = clients::producer_config(bootstrap, acks);
@@ -214,19 +204,7 @@ fn kip_279_a_fast_double_failover_leaves_the_replicas_identical() {
     spec.proxied = vec![3];
     let mut cluster = Cluster::start(spec).unwrap();
     let bootstrap = cluster.bootstrap();
-    let admin = clients::admin_client(&bootstrap).unwrap();
-    let assignment: &[&[i32]] = &[&[3, 4]];
-    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(assignment))
-        .set("min.insync.replicas", "1")
-        .set("unclean.leader.election.enable", "true");
-    clients::block_on(admin.create_topics([&topic], &clients::admin_options()))
-        .unwrap()
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
-    cluster.wait_fully_replicated(&[0], TOPIC, 2, SETTLE).unwrap();
-    wait_leader(&cluster, TOPIC, 3);
+    create_on(&cluster, TOPIC, &[3, 4], &[("min.insync.replicas", "1"), ("unclean.leader.election.enable", "true")]);
 
     // 1. m1 on both replicas (offset 0).
     acknowledged(&bootstrap, TOPIC, "m1", "all");
